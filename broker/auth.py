@@ -1,0 +1,100 @@
+"""Tokens: HS256 JWTs with ``sid`` (a session id or ``*``), ``role`` and optional ``exp``.
+
+Agents present theirs as ``Authorization: Bearer``; clients in their ``hello`` frame.
+``qbroker token`` mints one from the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+import time
+from dataclasses import dataclass
+from typing import Literal
+
+import jwt
+
+from broker.errors import BrokerError
+
+Role = Literal["agent", "client"]
+ROLES: tuple[Role, ...] = ("agent", "client")
+SESSION_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+ANY_SESSION = "*"
+
+
+@dataclass(frozen=True, slots=True)
+class Claims:
+    sid: str
+    role: Role
+    exp: float | None
+
+    def allows(self, session_id: str) -> bool:
+        return self.sid == session_id or (self.sid == ANY_SESSION and self.role == "agent")
+
+
+def valid_session_id(sid: str) -> bool:
+    return bool(SESSION_ID_RE.match(sid))
+
+
+def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None) -> str:
+    if role not in ROLES:
+        raise ValueError(f"role must be one of {ROLES}")
+    if sid != ANY_SESSION and not valid_session_id(sid):
+        raise ValueError("session id must be 1-128 characters of [A-Za-z0-9._:-]")
+    if sid == ANY_SESSION and role != "agent":
+        raise ValueError("only agent tokens may use the service-wide session '*'")
+    claims: dict[str, object] = {"sid": sid, "role": role, "iat": int(time.time())}
+    if ttl is not None:
+        claims["exp"] = int(time.time() + ttl)
+    return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def verify_token(secret: str, token: str, *, role: Role) -> Claims:
+    """Check signature, expiry and role. Raises ``unauthorized`` (401 / close 4401)."""
+    if not isinstance(token, str) or not token:
+        raise BrokerError("unauthorized", "missing token")
+    try:
+        claims = jwt.decode(
+            token, secret, algorithms=["HS256"], options={"require": ["sid", "role"]}
+        )
+    except jwt.ExpiredSignatureError:
+        raise BrokerError("unauthorized", "token expired") from None
+    except jwt.PyJWTError:
+        raise BrokerError("unauthorized", "invalid token") from None
+    sid, token_role, exp = claims.get("sid"), claims.get("role"), claims.get("exp")
+    if not isinstance(sid, str) or token_role not in ROLES:
+        raise BrokerError("unauthorized", "invalid token claims")
+    if token_role != role:
+        raise BrokerError("unauthorized", f"a {token_role} token cannot be used as {role}")
+    return Claims(sid=sid, role=token_role, exp=float(exp) if exp is not None else None)
+
+
+# --- qbroker token ----------------------------------------------------------------------
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--session", required=True, help="session id, or '*' for a service-wide agent token")
+    parser.add_argument("--role", required=True, choices=ROLES, help="who will present the token")
+    parser.add_argument("--ttl", type=float, default=None, metavar="SECONDS", help="lifetime (default: no expiry)")
+    parser.add_argument(
+        "--secret",
+        default=None,
+        help="signing secret (default: $QBROKER_SECRET, else the secret file in the data dir)",
+    )
+    parser.add_argument("--data-dir", default=None, help="data dir holding the generated secret")
+
+
+def run(args: argparse.Namespace) -> int:
+    from broker.config import Config
+
+    config = Config.from_env(data_dir=args.data_dir)
+    secret = args.secret or config.secret_or_file()
+    try:
+        print(mint_token(secret, args.session, args.role, args.ttl))
+    except ValueError as exc:
+        print(f"qbroker token: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+

@@ -1,0 +1,59 @@
+"""When is nobody there to answer? (pure: the caller passes ``now`` and the presence.)
+
+Two rules from the protocol:
+
+- No client connected when a questionnaire starts, and none within ``client_wait``:
+  ``unavailable`` / ``ui_unavailable``.
+- Every client gone mid-questionnaire: it waits ``reconnect_grace`` with answers and
+  draft intact; after that, ``unavailable`` / ``ui_error``.
+
+A questionnaire waiting for the agent's clarification is never expired: the person is
+waiting on the agent, not the other way round. The grace is counted from the later of
+"last client seen" and "last change", so a resume after a long clarification gives the
+person a fresh grace period to come back.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from broker.machine import Questionnaire
+
+Reason = Literal["ui_unavailable", "ui_error"]
+
+
+@dataclass(frozen=True, slots=True)
+class Deadline:
+    at: float
+    reason: Reason
+
+
+def deadline(
+    state: Questionnaire,
+    clients: int,
+    last_seen: float | None,
+    *,
+    client_wait: float,
+    reconnect_grace: float,
+) -> Deadline | None:
+    """When ``state`` becomes unavailable if nobody connects, or None if it cannot."""
+    if clients > 0 or state.status != "in_progress":
+        return None
+    if last_seen is None or last_seen < state.created_at:
+        return Deadline(state.created_at + client_wait, "ui_unavailable")
+    return Deadline(max(last_seen, state.updated_at) + reconnect_grace, "ui_error")
+
+
+def expired(
+    state: Questionnaire,
+    clients: int,
+    last_seen: float | None,
+    now: float,
+    *,
+    client_wait: float,
+    reconnect_grace: float,
+) -> Reason | None:
+    """The reason ``state`` is unavailable at ``now``, or None while someone may still answer."""
+    due = deadline(state, clients, last_seen, client_wait=client_wait, reconnect_grace=reconnect_grace)
+    return due.reason if due is not None and now >= due.at else None

@@ -1,0 +1,97 @@
+"""Broker configuration: ``QBROKER_*`` environment variables, overridable by flags."""
+
+from __future__ import annotations
+
+import os
+import secrets
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+
+def _float(env: dict[str, str], name: str, default: float) -> float:
+    raw = env.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return float(raw)
+    except ValueError:
+        raise SystemExit(f"qbroker: {name} must be a number, got {raw!r}") from None
+
+
+@dataclass(frozen=True)
+class Config:
+    host: str = "127.0.0.1"
+    port: int = 8700
+    secret: str | None = None
+    data_dir: Path = field(default_factory=lambda: Path.home() / ".qbroker")
+    redis_url: str | None = None
+    client_wait: float = 5.0
+    reconnect_grace: float = 30.0
+    retention: float = 7 * 24 * 3600.0
+    hello_timeout: float = 10.0
+    allowed_origins: tuple[str, ...] = ()
+    max_frame_bytes: int = 64 * 1024
+    # Per-connection token bucket: a burst of ``rate_burst`` frames, refilled at
+    # ``rate_limit`` frames per second. People click far slower; bots are sized below it.
+    rate_limit: float = 50.0
+    rate_burst: float = 100.0
+    max_connections_per_session: int = 64
+    heartbeat_interval: float = 5.0
+    reconcile_interval: float = 2.0
+    shutdown_grace: float = 10.0
+    log_level: str = "info"
+    log_json: bool = True
+
+    @classmethod
+    def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
+        e = dict(os.environ if env is None else env)
+        origins = tuple(o.strip() for o in e.get("QBROKER_ALLOWED_ORIGINS", "").split(",") if o.strip())
+        config = cls(
+            host=e.get("QBROKER_HOST", cls.host),
+            port=int(_float(e, "QBROKER_PORT", cls.port)),
+            secret=e.get("QBROKER_SECRET") or None,
+            data_dir=Path(e["QBROKER_DATA_DIR"]) if e.get("QBROKER_DATA_DIR") else Path.home() / ".qbroker",
+            redis_url=e.get("QBROKER_REDIS_URL") or None,
+            client_wait=_float(e, "QBROKER_CLIENT_WAIT", cls.client_wait),
+            reconnect_grace=_float(e, "QBROKER_RECONNECT_GRACE", cls.reconnect_grace),
+            retention=_float(e, "QBROKER_RETENTION", cls.retention),
+            hello_timeout=_float(e, "QBROKER_HELLO_TIMEOUT", cls.hello_timeout),
+            allowed_origins=origins,
+            rate_limit=_float(e, "QBROKER_RATE_LIMIT", cls.rate_limit),
+            rate_burst=_float(e, "QBROKER_RATE_BURST", cls.rate_burst),
+            max_connections_per_session=int(
+                _float(e, "QBROKER_MAX_CONNECTIONS_PER_SESSION", cls.max_connections_per_session)
+            ),
+            heartbeat_interval=_float(e, "QBROKER_HEARTBEAT_INTERVAL", cls.heartbeat_interval),
+            reconcile_interval=_float(e, "QBROKER_RECONCILE_INTERVAL", cls.reconcile_interval),
+            shutdown_grace=_float(e, "QBROKER_SHUTDOWN_GRACE", cls.shutdown_grace),
+            log_level=e.get("QBROKER_LOG_LEVEL", cls.log_level).lower(),
+            log_json=e.get("QBROKER_LOG_FORMAT", "json").lower() != "text",
+        )
+        clean = {k: v for k, v in overrides.items() if v is not None}
+        if "data_dir" in clean:
+            clean["data_dir"] = Path(clean["data_dir"])
+        return replace(config, **clean)
+
+    @property
+    def secret_file(self) -> Path:
+        return self.data_dir / "secret"
+
+    def secret_or_file(self) -> str:
+        """The configured secret, else the one kept in the data dir (created 0600 if absent)."""
+        if self.secret:
+            return self.secret
+        path = self.secret_file
+        if path.exists():
+            return path.read_text().strip()
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        value = secrets.token_urlsafe(32)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        with os.fdopen(fd, "w") as handle:
+            handle.write(value + "\n")
+        return value
+
+    @property
+    def generated_secret(self) -> bool:
+        return not self.secret

@@ -1,0 +1,316 @@
+"""The websocket wire: typed client frames in, plain server frames out, two codecs.
+
+Parsing happens here, at the edge: ``decode`` + ``parse_client_frame`` turn bytes or text
+into one frozen dataclass per frame type, or raise ``BrokerError("bad_frame", ...)``.
+Nothing malformed gets further, and no other exception escapes. Server frames are built
+as plain dicts by the functions at the bottom, and ``encode`` serializes each once (a
+fan-out to many clients reuses the same bytes).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+import msgpack
+
+from broker.errors import BrokerError
+from broker.machine import (
+    AnswerQuestion,
+    Cancel,
+    Clarify,
+    ClientCommand,
+    Draft,
+    Questionnaire,
+    Selection,
+)
+
+PROTOCOL_VERSION: Final = 1
+JSON_SUBPROTOCOL: Final = "qbroker.v1.json"
+MSGPACK_SUBPROTOCOL: Final = "qbroker.v1.msgpack"
+SUBPROTOCOLS: Final = (JSON_SUBPROTOCOL, MSGPACK_SUBPROTOCOL)
+Codec = Literal["json", "msgpack"]
+CLIENT_KINDS: Final = ("tui", "web", "bot")
+
+
+def codec_for(subprotocol: str | None) -> Codec:
+    return "msgpack" if subprotocol == MSGPACK_SUBPROTOCOL else "json"
+
+
+# --- codecs -------------------------------------------------------------------------
+
+
+def decode(data: str | bytes, codec: Codec) -> Any:
+    """Raw websocket message -> Python value, or ``bad_frame``."""
+    try:
+        if codec == "json":
+            if not isinstance(data, str):
+                raise BrokerError("bad_frame", "the json subprotocol takes text frames")
+            return json.loads(data)
+        if not isinstance(data, bytes):
+            raise BrokerError("bad_frame", "the msgpack subprotocol takes binary frames")
+        return msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except BrokerError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - any decoder failure is the client's bad frame
+        raise BrokerError("bad_frame", f"frame is not valid {codec}: {type(exc).__name__}") from None
+
+
+def encode(frame: Mapping[str, Any], codec: Codec) -> str | bytes:
+    if codec == "json":
+        return json.dumps(frame, ensure_ascii=False, separators=(",", ":"))
+    packed: bytes = msgpack.packb(frame, use_bin_type=True)
+    return packed
+
+
+# --- client frames ------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Hello:
+    token: str
+    client_kind: str
+    client_name: str
+    ref: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class Ping:
+    ref: object = None
+
+
+@dataclass(frozen=True, slots=True)
+class CommandFrame:
+    """A frame that becomes a state-machine command (draft, answer, clarify, cancel)."""
+
+    command: ClientCommand
+    ref: object = None
+
+
+ClientFrame = Hello | Ping | CommandFrame
+
+_COMMON: Final = frozenset({"type", "ref"})
+
+
+def parse_client_frame(value: Any) -> ClientFrame:
+    """A decoded frame -> its typed form; anything off raises ``bad_frame``."""
+    if not isinstance(value, Mapping):
+        raise BrokerError("bad_frame", "a frame must be a map with a 'type'")
+    ref = value.get("ref")
+    if ref is not None and (not isinstance(ref, (str, int)) or isinstance(ref, bool)):
+        raise BrokerError("bad_frame", "'ref' must be a string or an integer")
+    if isinstance(ref, str) and len(ref) > 128:
+        raise BrokerError("bad_frame", "'ref' is longer than 128 characters")
+    kind = value.get("type")
+    parser = _PARSERS.get(kind) if isinstance(kind, str) else None
+    if parser is None:
+        raise BrokerError("bad_frame", f"unknown frame type {_show(kind)}", ref=ref)
+    try:
+        return parser(value, ref)
+    except BrokerError as exc:
+        exc.ref = ref
+        raise
+
+
+def _hello(value: Mapping[str, Any], ref: object) -> Hello:
+    _only(value, {"token", "client"}, "hello")
+    token = _field(value, "token", str, "hello")
+    client = value.get("client", {})
+    if not isinstance(client, Mapping):
+        raise BrokerError("bad_frame", "hello 'client' must be a map")
+    _only(client, {"kind", "name"}, "hello client", common=frozenset())
+    kind = client.get("kind", "bot")
+    if kind not in CLIENT_KINDS:
+        raise BrokerError("bad_frame", f"hello client 'kind' must be one of {', '.join(CLIENT_KINDS)}")
+    name = client.get("name", "")
+    if not isinstance(name, str) or len(name) > 200:
+        raise BrokerError("bad_frame", "hello client 'name' must be a string of at most 200 characters")
+    return Hello(token, kind, name, ref)
+
+
+def _ping(value: Mapping[str, Any], ref: object) -> Ping:
+    _only(value, set(), "ping")
+    return Ping(ref)
+
+
+def _draft(value: Mapping[str, Any], ref: object) -> CommandFrame:
+    _only(value, {"questionnaireId", "step", "selectedOptionIds", "other"}, "draft")
+    return CommandFrame(
+        Draft(
+            _field(value, "questionnaireId", str, "draft"),
+            _step(value, "draft"),
+            _option_ids(value, "draft"),
+            _other(value, "draft"),
+        ),
+        ref,
+    )
+
+
+def _answer(value: Mapping[str, Any], ref: object) -> CommandFrame:
+    _only(value, {"questionnaireId", "step", "questionId", "selectedOptionIds", "other"}, "answer")
+    return CommandFrame(
+        AnswerQuestion(
+            _field(value, "questionnaireId", str, "answer"),
+            _step(value, "answer"),
+            _field(value, "questionId", str, "answer"),
+            _option_ids(value, "answer"),
+            _other(value, "answer"),
+        ),
+        ref,
+    )
+
+
+def _clarify(value: Mapping[str, Any], ref: object) -> CommandFrame:
+    _only(value, {"questionnaireId", "step", "request", "draft"}, "clarify")
+    draft = value.get("draft")
+    selection = None
+    if draft is not None:
+        if not isinstance(draft, Mapping):
+            raise BrokerError("bad_frame", "clarify 'draft' must be a map")
+        _only(draft, {"selectedOptionIds", "other"}, "clarify draft", common=frozenset())
+        selection = Selection(_option_ids(draft, "clarify draft"), _other(draft, "clarify draft"))
+    return CommandFrame(
+        Clarify(
+            _field(value, "questionnaireId", str, "clarify"),
+            _step(value, "clarify"),
+            _field(value, "request", str, "clarify"),
+            selection,
+        ),
+        ref,
+    )
+
+
+def _cancel(value: Mapping[str, Any], ref: object) -> CommandFrame:
+    _only(value, {"questionnaireId", "step"}, "cancel")
+    return CommandFrame(Cancel(_field(value, "questionnaireId", str, "cancel"), _step(value, "cancel")), ref)
+
+
+_PARSERS: Final[dict[str, Callable[[Mapping[str, Any], object], ClientFrame]]] = {
+    "hello": _hello,
+    "ping": _ping,
+    "draft": _draft,
+    "answer": _answer,
+    "clarify": _clarify,
+    "cancel": _cancel,
+}
+
+
+def _only(value: Mapping[str, Any], allowed: set[str], what: str, common: frozenset[str] = _COMMON) -> None:
+    unknown = sorted(str(key) for key in value if key not in allowed and key not in common)
+    if unknown:
+        raise BrokerError("bad_frame", f"{what} frame has unknown key(s): {', '.join(unknown)}")
+
+
+def _field(value: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
+    field = value.get(name)
+    if not isinstance(field, kind) or isinstance(field, bool):
+        raise BrokerError("bad_frame", f"{what} '{name}' must be a {kind.__name__}")
+    return field
+
+
+def _step(value: Mapping[str, Any], what: str) -> int:
+    step: int = _field(value, "step", int, what)
+    if step < 0:
+        raise BrokerError("bad_frame", f"{what} 'step' must be >= 0")
+    return step
+
+
+def _option_ids(value: Mapping[str, Any], what: str) -> tuple[str, ...]:
+    ids = value.get("selectedOptionIds", [])
+    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+        raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' must be a list of strings")
+    if len(ids) > 64:
+        raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' has too many entries")
+    return tuple(ids)
+
+
+def _other(value: Mapping[str, Any], what: str) -> str | None:
+    other = value.get("other")
+    if other is not None and not isinstance(other, str):
+        raise BrokerError("bad_frame", f"{what} 'other' must be a string")
+    return other
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."
+
+
+# --- server frames ------------------------------------------------------------------
+
+
+def welcome(client_id: str, session_id: str) -> dict[str, Any]:
+    return {"type": "welcome", "clientId": client_id, "sessionId": session_id, "protocol": PROTOCOL_VERSION}
+
+
+def idle() -> dict[str, Any]:
+    return {"type": "idle"}
+
+
+def pong() -> dict[str, Any]:
+    return {"type": "pong"}
+
+
+def error(code: str, message: str, ref: object = None) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
+    if ref is not None:
+        frame["ref"] = ref
+    return frame
+
+
+def question(state: Questionnaire) -> dict[str, Any]:
+    current = state.current_question
+    if current is None or state.status != "in_progress":
+        raise ValueError(f"questionnaire {state.id} has no question to show")
+    index = state.current_index
+    return {
+        "type": "question",
+        "questionnaireId": state.id,
+        "revision": state.revision,
+        "step": state.step,
+        "index": index,
+        "total": len(state.questions),
+        "question": current.to_wire(),
+        "draft": state.draft.to_wire() if state.draft is not None else None,
+        "progress": [
+            {
+                "questionId": q.id,
+                "label": q.label,
+                "state": "answered" if i < index else "current" if i == index else "pending",
+            }
+            for i, q in enumerate(state.questions)
+        ],
+        "clarifications": [c.to_wire() for c in state.clarifications],
+    }
+
+
+def suspended(state: Questionnaire) -> dict[str, Any]:
+    request = state.pending_clarification
+    if request is None:
+        raise ValueError(f"questionnaire {state.id} is not suspended")
+    return {
+        "type": "suspended",
+        "questionnaireId": state.id,
+        "revision": state.revision,
+        "step": state.step,
+        "questionId": request.question_id,
+        "request": request.request,
+    }
+
+
+def closed(state: Questionnaire) -> dict[str, Any]:
+    frame: dict[str, Any] = {"type": "closed", "questionnaireId": state.id, "status": state.status}
+    if state.cancellation_reason is not None:
+        frame["reason"] = state.cancellation_reason
+    return frame
+
+
+def view(state: Questionnaire | None) -> dict[str, Any]:
+    """What a client should see for the session's shown questionnaire (None = idle)."""
+    if state is None or state.is_terminal:
+        return idle()
+    if state.status == "needs_clarification":
+        return suspended(state)
+    return question(state)

@@ -1,0 +1,455 @@
+"""One questionnaire's life, as a pure state machine.
+
+Theory of operation
+-------------------
+A questionnaire is a frozen ``Questionnaire`` value. Every change is a function
+``apply(state, command, now) -> new_state`` that either returns a new value or raises a
+``BrokerError`` and leaves the old value untouched (it is immutable, so "unchanged" is
+guaranteed by construction and checked by the tests anyway). Nothing here awaits, reads
+the clock or touches a network: the broker's service, the stores and the tests all drive
+this same code.
+
+Statuses and the commands each accepts::
+
+    in_progress          --draft-->    in_progress          (version + 1)
+    in_progress          --answer-->   in_progress | completed   (step + 1)
+    in_progress          --clarify-->  needs_clarification  (revision + 1, step + 1)
+    needs_clarification  --resume-->   in_progress          (step + 1)
+    in_progress | needs_clarification  --cancel-->      cancelled  (user_cancelled)
+    in_progress | needs_clarification  --abort-->       cancelled  (aborted)
+    in_progress | needs_clarification  --unavailable--> unavailable (ui_unavailable | ui_error)
+    completed | cancelled | unavailable: terminal; every command is refused.
+
+Three counters, each with its own job:
+
+- ``revision`` counts clarification suspensions; the agent's ``resume`` must name the
+  latest one, so of two resumes of one revision exactly one can succeed.
+- ``step`` counts question transitions (answer, clarify, resume, cancel); a client command
+  must carry the current step, so of two racing answers exactly one can succeed.
+- ``version`` counts every stored change, drafts included; the stores compare-and-set
+  on it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal
+
+from broker.errors import BrokerError
+from broker.model import MAX_CLARIFICATION, MAX_OTHER, Question, ResumeInput
+
+Status = Literal["in_progress", "needs_clarification", "completed", "cancelled", "unavailable"]
+CancellationReason = Literal["user_cancelled", "aborted", "ui_unavailable", "ui_error"]
+
+TERMINAL: Final[frozenset[str]] = frozenset({"completed", "cancelled", "unavailable"})
+OUTCOMES: Final[frozenset[str]] = TERMINAL | {"needs_clarification"}
+
+
+# --- values -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """What the person picked for one question: option ids in declared order, optional Other."""
+
+    selected_option_ids: tuple[str, ...] = ()
+    other: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"selectedOptionIds": list(self.selected_option_ids)}
+        if self.other is not None:
+            wire["other"] = self.other
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> Selection:
+        return cls(tuple(wire["selectedOptionIds"]), wire.get("other"))
+
+
+@dataclass(frozen=True, slots=True)
+class Answer:
+    question_id: str
+    selection: Selection
+
+    def to_wire(self) -> dict[str, Any]:
+        return {"questionId": self.question_id, **self.selection.to_wire()}
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> Answer:
+        return cls(wire["questionId"], Selection.from_wire(wire))
+
+
+@dataclass(frozen=True, slots=True)
+class Clarification:
+    revision: int
+    question_id: str
+    request: str
+    response: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "revision": self.revision,
+            "questionId": self.question_id,
+            "request": self.request,
+        }
+        if self.response is not None:
+            wire["response"] = self.response
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: dict[str, Any]) -> Clarification:
+        return cls(wire["revision"], wire["questionId"], wire["request"], wire.get("response"))
+
+
+@dataclass(frozen=True, slots=True)
+class Questionnaire:
+    id: str
+    session_id: str
+    questions: tuple[Question, ...]
+    created_at: float
+    updated_at: float
+    status: Status = "in_progress"
+    revision: int = 0
+    step: int = 0
+    version: int = 0
+    answers: tuple[Answer, ...] = ()  # one per answered question, in question order
+    draft: Selection | None = None  # the current question's toggles in progress
+    clarifications: tuple[Clarification, ...] = ()
+    cancellation_reason: CancellationReason | None = None
+
+    @property
+    def current_index(self) -> int:
+        """Index of the question being asked (== len(questions) once all are answered)."""
+        return len(self.answers)
+
+    @property
+    def current_question(self) -> Question | None:
+        index = self.current_index
+        return self.questions[index] if index < len(self.questions) else None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.status in TERMINAL
+
+    @property
+    def is_outcome(self) -> bool:
+        return self.status in OUTCOMES
+
+    @property
+    def pending_clarification(self) -> Clarification | None:
+        if self.status == "needs_clarification" and self.clarifications:
+            return self.clarifications[-1]
+        return None
+
+    def to_record(self) -> dict[str, Any]:
+        """A plain-data form for the stores (msgpack/JSON-friendly)."""
+        return {
+            "id": self.id,
+            "sessionId": self.session_id,
+            "questions": [q.to_wire() for q in self.questions],
+            "createdAt": self.created_at,
+            "updatedAt": self.updated_at,
+            "status": self.status,
+            "revision": self.revision,
+            "step": self.step,
+            "version": self.version,
+            "answers": [a.to_wire() for a in self.answers],
+            "draft": self.draft.to_wire() if self.draft is not None else None,
+            "clarifications": [c.to_wire() for c in self.clarifications],
+            "cancellationReason": self.cancellation_reason,
+        }
+
+    @classmethod
+    def from_record(cls, record: dict[str, Any]) -> Questionnaire:
+        draft = record.get("draft")
+        return cls(
+            id=record["id"],
+            session_id=record["sessionId"],
+            questions=tuple(Question.from_wire(q) for q in record["questions"]),
+            created_at=record["createdAt"],
+            updated_at=record["updatedAt"],
+            status=record["status"],
+            revision=record["revision"],
+            step=record["step"],
+            version=record["version"],
+            answers=tuple(Answer.from_wire(a) for a in record["answers"]),
+            draft=Selection.from_wire(draft) if draft is not None else None,
+            clarifications=tuple(Clarification.from_wire(c) for c in record["clarifications"]),
+            cancellation_reason=record.get("cancellationReason"),
+        )
+
+
+# --- commands -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Draft:
+    questionnaire_id: str
+    step: int
+    selected_option_ids: tuple[str, ...]
+    other: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerQuestion:
+    questionnaire_id: str
+    step: int
+    question_id: str
+    selected_option_ids: tuple[str, ...]
+    other: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Clarify:
+    questionnaire_id: str
+    step: int
+    request: str
+    draft: Selection | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    questionnaire_id: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    revision: int
+    response: str
+
+    @classmethod
+    def from_input(cls, resume: ResumeInput) -> Resume:
+        return cls(resume.revision, resume.clarification_response)
+
+
+@dataclass(frozen=True, slots=True)
+class Abort:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class MarkUnavailable:
+    reason: Literal["ui_unavailable", "ui_error"]
+
+
+ClientCommand = Draft | AnswerQuestion | Clarify | Cancel
+Command = ClientCommand | Resume | Abort | MarkUnavailable
+
+
+# --- transitions --------------------------------------------------------------------
+
+
+def start(questionnaire_id: str, session_id: str, questions: Sequence[Question], now: float) -> Questionnaire:
+    if not questions:
+        raise BrokerError("invalid_arguments", "questionnaire: at least one question is required")
+    return Questionnaire(
+        id=questionnaire_id,
+        session_id=session_id,
+        questions=tuple(questions),
+        created_at=now,
+        updated_at=now,
+    )
+
+
+def apply(state: Questionnaire, command: Command, now: float) -> Questionnaire:
+    """The one entry point: the new state after ``command``, or a ``BrokerError``."""
+    if isinstance(command, Resume):
+        return _resume(state, command, now)
+    if isinstance(command, Abort):
+        _require_open(state, "abort")
+        return _close(state, "cancelled", "aborted", now)
+    if isinstance(command, MarkUnavailable):
+        _require_open(state, "mark unavailable")
+        return _close(state, "unavailable", command.reason, now)
+    # Client commands: they must name this questionnaire and its current step.
+    _check_client_command(state, command)
+    if isinstance(command, Cancel):
+        return _close(state, "cancelled", "user_cancelled", now, step=state.step + 1)
+    if state.status != "in_progress":
+        raise BrokerError(
+            "stale_step",
+            f"{_name(command)} refused: questionnaire {state.id} is waiting for the agent's "
+            "clarification",
+        )
+    question = state.current_question
+    assert question is not None  # in_progress always has a current question
+    if isinstance(command, Draft):
+        selection = _selection(question, command.selected_option_ids, command.other, final=False)
+        return replace(state, draft=selection, version=state.version + 1, updated_at=now)
+    if isinstance(command, AnswerQuestion):
+        return _answer(state, question, command, now)
+    return _clarify(state, question, command, now)
+
+
+def _answer(state: Questionnaire, question: Question, command: AnswerQuestion, now: float) -> Questionnaire:
+    if command.question_id != question.id:
+        raise BrokerError(
+            "invalid_answer",
+            f'answer names question "{command.question_id}" but the current question is '
+            f'"{question.id}"',
+        )
+    selection = _selection(question, command.selected_option_ids, command.other, final=True)
+    answers = (*state.answers, Answer(question.id, selection))
+    done = len(answers) == len(state.questions)
+    return replace(
+        state,
+        answers=answers,
+        draft=None,
+        status="completed" if done else "in_progress",
+        step=state.step + 1,
+        version=state.version + 1,
+        updated_at=now,
+    )
+
+
+def _clarify(state: Questionnaire, question: Question, command: Clarify, now: float) -> Questionnaire:
+    request = _bounded_text(command.request, "clarification request", MAX_CLARIFICATION)
+    if not request:
+        raise BrokerError("invalid_answer", "clarification request must not be empty")
+    draft = state.draft
+    if command.draft is not None:
+        draft = _selection(question, command.draft.selected_option_ids, command.draft.other, final=False)
+    revision = state.revision + 1
+    return replace(
+        state,
+        status="needs_clarification",
+        revision=revision,
+        step=state.step + 1,
+        version=state.version + 1,
+        draft=draft,
+        clarifications=(*state.clarifications, Clarification(revision, question.id, request)),
+        updated_at=now,
+    )
+
+
+def _resume(state: Questionnaire, command: Resume, now: float) -> Questionnaire:
+    if command.revision != state.revision:
+        raise BrokerError(
+            "stale_revision",
+            f"questionnaire: revision {command.revision} is stale; the latest revision of "
+            f"questionnaire {state.id} is {state.revision}",
+        )
+    if state.status != "needs_clarification":
+        raise BrokerError(
+            "not_awaiting_clarification",
+            f"questionnaire: questionnaire {state.id} (revision {state.revision}) is "
+            f"{state.status}, not awaiting clarification",
+        )
+    response = _bounded_text(command.response, "clarificationResponse", MAX_CLARIFICATION)
+    if not response:
+        raise BrokerError("invalid_arguments", 'questionnaire: "clarificationResponse" must not be empty')
+    answered = replace(state.clarifications[-1], response=response)
+    return replace(
+        state,
+        status="in_progress",
+        step=state.step + 1,
+        version=state.version + 1,
+        clarifications=(*state.clarifications[:-1], answered),
+        updated_at=now,
+    )
+
+
+def _close(
+    state: Questionnaire,
+    status: Status,
+    reason: CancellationReason,
+    now: float,
+    *,
+    step: int | None = None,
+) -> Questionnaire:
+    return replace(
+        state,
+        status=status,
+        cancellation_reason=reason,
+        step=state.step if step is None else step,
+        version=state.version + 1,
+        updated_at=now,
+    )
+
+
+# --- checks -------------------------------------------------------------------------
+
+
+def _require_open(state: Questionnaire, action: str) -> None:
+    if state.is_terminal:
+        raise BrokerError(
+            "questionnaire_closed", f"cannot {action}: questionnaire {state.id} is already {state.status}"
+        )
+
+
+def _check_client_command(state: Questionnaire, command: ClientCommand) -> None:
+    if command.questionnaire_id != state.id:
+        raise BrokerError(
+            "stale_step", f"{_name(command)} names questionnaire {command.questionnaire_id}, not {state.id}"
+        )
+    if state.is_terminal:
+        raise BrokerError("stale_step", f"{_name(command)} refused: questionnaire {state.id} is {state.status}")
+    if command.step != state.step:
+        raise BrokerError(
+            "stale_step", f"{_name(command)} names step {command.step}; the current step is {state.step}"
+        )
+
+
+def _selection(
+    question: Question, option_ids: Sequence[str], other: str | None, *, final: bool
+) -> Selection:
+    """Validate picks against ``question``; order them as declared. ``final`` checks bounds."""
+    known = question.option_ids
+    for option_id in option_ids:
+        if option_id not in known:
+            raise BrokerError(
+                "unknown_option", f'question "{question.id}" has no option "{option_id}"'
+            )
+    if len(set(option_ids)) != len(option_ids):
+        raise BrokerError("invalid_answer", f'question "{question.id}": option ids must be distinct')
+    other_text = _bounded_text(other, "other", MAX_OTHER) if other is not None else None
+    if other_text == "":
+        other_text = None  # an emptied Other field is no Other answer
+    if other_text is not None and not question.allow_other:
+        raise BrokerError("other_not_allowed", f'question "{question.id}" does not allow an Other answer')
+    chosen = frozenset(option_ids)
+    ordered = tuple(option_id for option_id in known if option_id in chosen)
+    count = len(ordered) + (1 if other_text is not None else 0)
+
+    if question.type == "single":
+        if len(ordered) > 1:
+            raise BrokerError(
+                "invalid_answer", f'single question "{question.id}" takes at most one option'
+            )
+        if final and ordered and other_text is not None:
+            raise BrokerError(
+                "invalid_answer",
+                f'single question "{question.id}" takes one option or only Other, not both',
+            )
+        if final and count == 0:
+            raise BrokerError(
+                "invalid_answer",
+                f'single question "{question.id}" needs exactly one option, or only Other',
+            )
+    elif final:
+        if count < question.min_selections:
+            raise BrokerError(
+                "below_min_selections",
+                f'question "{question.id}" needs at least {question.min_selections} '
+                f"choice(s), got {count}",
+            )
+        if question.max_selections is not None and count > question.max_selections:
+            raise BrokerError(
+                "above_max_selections",
+                f'question "{question.id}" allows at most {question.max_selections} '
+                f"choice(s), got {count}",
+            )
+    return Selection(ordered, other_text)
+
+
+def _bounded_text(value: str | None, name: str, limit: int) -> str:
+    text = (value or "").strip()
+    if len(text) > limit:
+        raise BrokerError("text_too_long", f"{name} is {len(text)} characters; the limit is {limit}")
+    return text
+
+
+def _name(command: Command) -> str:
+    return type(command).__name__.lower().replace("answerquestion", "answer")

@@ -1,0 +1,263 @@
+"""The questionnaire tool's input: validation and normalization (pure, no I/O).
+
+``parse_tool_input`` turns the agent's JSON (already decoded) into a ``StartInput`` or a
+``ResumeInput``, or raises ``BrokerError("invalid_arguments", "questionnaire: ...")`` with
+one sentence naming the offending question/option id and the rule it broke.
+
+The normalized values are frozen dataclasses: once a questionnaire has started, nothing
+the caller still holds (their dicts and lists) can change its snapshot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Final, Literal
+
+from broker.errors import invalid
+
+MAX_QUESTIONS: Final = 20
+MAX_OPTIONS: Final = 50
+MAX_ID: Final = 128
+MAX_LABEL: Final = 200
+MAX_PROMPT: Final = 2000
+MAX_DESCRIPTION: Final = 500
+MAX_OTHER: Final = 2000
+MAX_CLARIFICATION: Final = 1000
+
+QuestionType = Literal["single", "multi"]
+
+_START_KEYS: Final = frozenset({"action", "questions"})
+_RESUME_KEYS: Final = frozenset({"action", "questionnaireId", "revision", "clarificationResponse"})
+_QUESTION_KEYS: Final = frozenset(
+    {"id", "label", "prompt", "type", "options", "allowOther", "minSelections", "maxSelections"}
+)
+_OPTION_KEYS: Final = frozenset({"id", "label", "description"})
+
+
+@dataclass(frozen=True, slots=True)
+class Option:
+    id: str
+    label: str
+    description: str | None = None
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {"id": self.id, "label": self.label}
+        if self.description is not None:
+            wire["description"] = self.description
+        return wire
+
+
+@dataclass(frozen=True, slots=True)
+class Question:
+    id: str
+    label: str
+    prompt: str
+    type: QuestionType
+    options: tuple[Option, ...]
+    allow_other: bool = True
+    min_selections: int = 0  # meaningful for multi only
+    max_selections: int | None = None  # multi only; None = no ceiling
+
+    @property
+    def option_ids(self) -> tuple[str, ...]:
+        return tuple(option.id for option in self.options)
+
+    def to_wire(self) -> dict[str, Any]:
+        wire: dict[str, Any] = {
+            "id": self.id,
+            "label": self.label,
+            "prompt": self.prompt,
+            "type": self.type,
+            "options": [option.to_wire() for option in self.options],
+            "allowOther": self.allow_other,
+        }
+        if self.type == "multi":
+            wire["minSelections"] = self.min_selections
+            wire["maxSelections"] = self.max_selections
+        return wire
+
+    @classmethod
+    def from_wire(cls, wire: Mapping[str, Any]) -> Question:
+        """Rebuild a stored, already-normalized question (trusted input)."""
+        return cls(
+            id=wire["id"],
+            label=wire["label"],
+            prompt=wire["prompt"],
+            type=wire["type"],
+            options=tuple(
+                Option(o["id"], o["label"], o.get("description")) for o in wire["options"]
+            ),
+            allow_other=wire["allowOther"],
+            min_selections=wire.get("minSelections", 0),
+            max_selections=wire.get("maxSelections"),
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class StartInput:
+    questions: tuple[Question, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ResumeInput:
+    questionnaire_id: str
+    revision: int
+    clarification_response: str
+
+
+ToolInput = StartInput | ResumeInput
+
+
+def parse_tool_input(payload: Any) -> ToolInput:
+    if not isinstance(payload, Mapping):
+        raise invalid("the tool input must be a JSON object")
+    action = payload.get("action")
+    if action == "start":
+        _reject_unknown_keys(payload, _START_KEYS, "a start call", "start carries only action and questions")
+        return StartInput(_parse_questions(payload.get("questions")))
+    if action == "resume":
+        if "questions" in payload:
+            raise invalid("resume must not resend questions; the stored snapshot is authoritative")
+        _reject_unknown_keys(
+            payload,
+            _RESUME_KEYS,
+            "a resume call",
+            "resume carries only action, questionnaireId, revision and clarificationResponse",
+        )
+        return _parse_resume(payload)
+    if action is None:
+        raise invalid('"action" is required and must be "start" or "resume"')
+    raise invalid(f'"action" must be "start" or "resume", got {_show(action)}')
+
+
+def _parse_resume(payload: Mapping[str, Any]) -> ResumeInput:
+    questionnaire_id = _text(payload.get("questionnaireId"), "questionnaireId", MAX_ID, where="resume")
+    revision = payload.get("revision")
+    if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
+        raise invalid(f'resume "revision" must be an integer >= 1, got {_show(revision)}')
+    response = _text(
+        payload.get("clarificationResponse"), "clarificationResponse", MAX_CLARIFICATION, where="resume"
+    )
+    return ResumeInput(questionnaire_id, revision, response)
+
+
+def _parse_questions(raw: Any) -> tuple[Question, ...]:
+    if not isinstance(raw, list):
+        raise invalid('"questions" must be a list of 1-20 questions')
+    if not 1 <= len(raw) <= MAX_QUESTIONS:
+        raise invalid(f'"questions" must hold 1-{MAX_QUESTIONS} questions, got {len(raw)}')
+    questions: list[Question] = []
+    seen: set[str] = set()
+    for position, item in enumerate(raw, start=1):
+        question = _parse_question(item, position)
+        if question.id in seen:
+            raise invalid(f'question id "{question.id}" is used twice; question ids must be unique')
+        seen.add(question.id)
+        questions.append(question)
+    return tuple(questions)
+
+
+def _parse_question(raw: Any, position: int) -> Question:
+    if not isinstance(raw, Mapping):
+        raise invalid(f"question {position} must be an object")
+    qid = _text(raw.get("id"), "id", MAX_ID, where=f"question {position}")
+    where = f'question "{qid}"'
+    _reject_unknown_keys(raw, _QUESTION_KEYS, where)
+    label = _optional_text(raw.get("label"), "label", MAX_LABEL, where) or qid
+    prompt = _text(raw.get("prompt"), "prompt", MAX_PROMPT, where=where)
+    qtype = raw.get("type")
+    if qtype not in ("single", "multi"):
+        raise invalid(f'{where}: "type" must be "single" or "multi", got {_show(qtype)}')
+    allow_other = raw.get("allowOther", True)
+    if not isinstance(allow_other, bool):
+        raise invalid(f'{where}: "allowOther" must be true or false')
+    options = _parse_options(raw.get("options"), where)
+
+    if qtype == "single":
+        for key in ("minSelections", "maxSelections"):
+            if key in raw:
+                raise invalid(f'{where}: "{key}" is only allowed on multi questions')
+        return Question(qid, label, prompt, "single", options, allow_other)
+
+    ceiling = len(options) + (1 if allow_other else 0)
+    min_sel = raw.get("minSelections", 0)
+    if not _is_int(min_sel) or min_sel < 0:
+        raise invalid(f'{where}: "minSelections" must be an integer >= 0, got {_show(min_sel)}')
+    max_sel = raw.get("maxSelections")
+    if max_sel is not None and (not _is_int(max_sel) or max_sel < 1):
+        raise invalid(f'{where}: "maxSelections" must be an integer >= 1, got {_show(max_sel)}')
+    if min_sel > ceiling:
+        raise invalid(
+            f'{where}: "minSelections" ({min_sel}) is more than the {ceiling} possible choices'
+        )
+    if max_sel is not None and max_sel > ceiling:
+        raise invalid(
+            f'{where}: "maxSelections" ({max_sel}) is more than the {ceiling} possible choices'
+        )
+    if max_sel is not None and min_sel > max_sel:
+        raise invalid(f'{where}: "minSelections" ({min_sel}) is above "maxSelections" ({max_sel})')
+    return Question(qid, label, prompt, "multi", options, allow_other, min_sel, max_sel)
+
+
+def _parse_options(raw: Any, where: str) -> tuple[Option, ...]:
+    if not isinstance(raw, list):
+        raise invalid(f'{where}: "options" must be a list of 1-{MAX_OPTIONS} options')
+    if not 1 <= len(raw) <= MAX_OPTIONS:
+        raise invalid(f'{where}: "options" must hold 1-{MAX_OPTIONS} options, got {len(raw)}')
+    options: list[Option] = []
+    seen: set[str] = set()
+    for position, item in enumerate(raw, start=1):
+        if not isinstance(item, Mapping):
+            raise invalid(f"{where}: option {position} must be an object")
+        oid = _text(item.get("id"), "id", MAX_ID, where=f"{where}, option {position}")
+        owhere = f'{where}, option "{oid}"'
+        _reject_unknown_keys(item, _OPTION_KEYS, owhere)
+        if oid in seen:
+            raise invalid(f'{where}: option id "{oid}" is used twice; option ids must be unique')
+        seen.add(oid)
+        label = _optional_text(item.get("label"), "label", MAX_LABEL, owhere) or oid
+        description = _optional_text(item.get("description"), "description", MAX_DESCRIPTION, owhere)
+        options.append(Option(oid, label, description))
+    return tuple(options)
+
+
+# --- small checks -------------------------------------------------------------------
+
+
+def _text(value: Any, name: str, limit: int, *, where: str) -> str:
+    if value is None:
+        raise invalid(f'{where}: "{name}" is required')
+    if not isinstance(value, str):
+        raise invalid(f'{where}: "{name}" must be a string, got {_show(value)}')
+    text = value.strip()
+    if not text:
+        raise invalid(f'{where}: "{name}" must not be empty')
+    if len(text) > limit:
+        raise invalid(f'{where}: "{name}" is {len(text)} characters; the limit is {limit}')
+    return text
+
+
+def _optional_text(value: Any, name: str, limit: int, where: str) -> str | None:
+    if value is None:
+        return None
+    return _text(value, name, limit, where=where)
+
+
+def _reject_unknown_keys(
+    raw: Mapping[str, Any], allowed: frozenset[str], where: str, hint: str = ""
+) -> None:
+    unknown = sorted(str(key) for key in raw if key not in allowed)
+    if unknown:
+        names = ", ".join(f'"{key}"' for key in unknown)
+        suffix = f" ({hint})" if hint else ""
+        raise invalid(f"{where}: unknown key {names}{suffix}")
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _show(value: Any) -> str:
+    text = repr(value)
+    return text if len(text) <= 40 else text[:37] + "..."

@@ -1,0 +1,108 @@
+"""``qbroker serve``: run the broker under uvicorn (uvloop + httptools when installed)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import sys
+from typing import Any
+
+import uvicorn
+
+from broker import logs
+from broker.auth import mint_token
+from broker.config import Config
+
+log = logging.getLogger("qbroker.server")
+
+DEMO_SESSION = "demo"
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default=None, help="address to listen on (default: $QBROKER_HOST or 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="port (default: $QBROKER_PORT or 8700)")
+    parser.add_argument(
+        "--redis-url", default=None, help="Redis URL (default: $QBROKER_REDIS_URL; none = memory store)"
+    )
+    parser.add_argument("--data-dir", default=None, help="where the generated secret lives (default: ~/.qbroker)")
+    parser.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"])
+    parser.epilog = (
+        "Other settings come from QBROKER_* environment variables: QBROKER_SECRET, "
+        "QBROKER_CLIENT_WAIT, QBROKER_RECONNECT_GRACE, QBROKER_RETENTION, "
+        "QBROKER_ALLOWED_ORIGINS, QBROKER_RATE_LIMIT (see docs/operations.md)."
+    )
+
+
+class _Server(uvicorn.Server):
+    """uvicorn's server, telling the broker the moment a shutdown signal arrives.
+
+    uvicorn closes websockets (1012) and then waits for in-flight requests; waking the
+    agent calls that are long-polling lets them answer 202 at once and re-attach elsewhere.
+    """
+
+    broker: Any = None
+
+    def handle_exit(self, sig: int, frame: Any) -> None:
+        if self.broker is not None:
+            self.broker.begin_shutdown()
+        super().handle_exit(sig, frame)
+
+
+def run(args: argparse.Namespace) -> int:
+    from broker.app import create_app
+
+    config = Config.from_env(
+        host=args.host, port=args.port, redis_url=args.redis_url, data_dir=args.data_dir, log_level=args.log_level
+    )
+    logs.configure(config.log_level, config.log_json)
+    generated = config.generated_secret
+    try:
+        secret = config.secret_or_file()
+    except OSError as exc:
+        print(f"qbroker serve: cannot read or create the secret in {config.data_dir}: {exc}", file=sys.stderr)
+        return 1
+    from dataclasses import replace
+
+    config = replace(config, secret=secret)
+    app = create_app(config)
+    uv_config = uvicorn.Config(
+        app,
+        host=config.host,
+        port=config.port,
+        log_config=None,
+        access_log=False,
+        ws_max_size=config.max_frame_bytes,
+        ws_ping_interval=20.0,
+        ws_ping_timeout=20.0,
+        timeout_graceful_shutdown=max(1, round(config.shutdown_grace)),
+        lifespan="on",
+    )
+    server = _Server(uv_config)
+    server.broker = app.state.broker
+    _banner(config, generated)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(server.serve())
+    return 0 if server.started or not server.should_exit else 1
+
+
+def _banner(config: Config, generated: bool) -> None:
+    base = f"http://{'127.0.0.1' if config.host in ('0.0.0.0', '::') else config.host}:{config.port}"
+    store = f"redis ({config.redis_url})" if config.redis_url else "memory (embedded, one process)"
+    lines = [f"qbroker listening on {base}  store: {store}"]
+    if generated:
+        assert config.secret is not None
+        client = mint_token(config.secret, DEMO_SESSION, "client")
+        agent = mint_token(config.secret, DEMO_SESSION, "agent")
+        lines += [
+            f"No QBROKER_SECRET set: using the generated secret in {config.secret_file}",
+            f"Open the web client for session '{DEMO_SESSION}':",
+            f"  {base}/#session={DEMO_SESSION}&token={client}",
+            "Agent token for that session:",
+            f"  export QBROKER_TOKEN={agent}",
+            "Then, in another shell:",
+            f"  qbroker ask examples/deploy.json --url {base} --session {DEMO_SESSION}",
+            f"  qbroker tui --url {base} --session {DEMO_SESSION} --token {client}",
+        ]
+    print("\n".join(lines), flush=True)

@@ -1,0 +1,123 @@
+"""The embedded store: plain dicts in one process. The default when no Redis is configured.
+
+Every method body runs without an ``await`` in between its reads and writes, so on one
+event loop each call is atomic: compare-and-set needs no lock.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from broker.machine import Questionnaire
+from broker.store.base import Notice, NoticeHandler, Presence, ReconnectHandler, Store
+
+
+@dataclass
+class _Session:
+    questionnaires: dict[str, Questionnaire] = field(default_factory=dict)
+    expires_at: dict[str, float] = field(default_factory=dict)
+    queue: list[str] = field(default_factory=list)
+    idempotency: dict[str, tuple[str, float]] = field(default_factory=dict)  # key -> (id, expiry)
+    clients: dict[str, float] = field(default_factory=dict)  # client id -> heartbeat expiry
+    last_seen: float | None = None
+
+
+class MemoryStore(Store):
+    def __init__(self, retention: float = 7 * 24 * 3600.0) -> None:
+        self.retention = retention
+        self._sessions: defaultdict[str, _Session] = defaultdict(_Session)
+        self._subscribed: set[str] = set()
+        self._on_notice: NoticeHandler | None = None
+
+    # The memory store measures retention with the wall clock: it is the only clock
+    # shared with the states' own timestamps.
+    @staticmethod
+    def _now() -> float:
+        return time.time()
+
+    async def create(self, state: Questionnaire, idempotency_key: str | None = None) -> Questionnaire:
+        session = self._sessions[state.session_id]
+        self._expire(session)
+        if idempotency_key is not None:
+            known = session.idempotency.get(idempotency_key)
+            if known is not None and known[0] in session.questionnaires:
+                return session.questionnaires[known[0]]
+            session.idempotency[idempotency_key] = (state.id, self._now() + self.retention)
+        session.questionnaires[state.id] = state
+        session.expires_at[state.id] = self._now() + self.retention
+        session.queue.append(state.id)
+        await self._notify(state)
+        return state
+
+    async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        self._expire(session)
+        return session.questionnaires.get(questionnaire_id)
+
+    async def compare_and_set(self, state: Questionnaire, expected_version: int) -> bool:
+        session = self._sessions.get(state.session_id)
+        current = session.questionnaires.get(state.id) if session else None
+        if session is None or current is None or current.version != expected_version:
+            return False
+        session.questionnaires[state.id] = state
+        session.expires_at[state.id] = self._now() + self.retention
+        if state.is_terminal and state.id in session.queue:
+            session.queue.remove(state.id)
+        await self._notify(state)
+        return True
+
+    async def queue(self, session_id: str) -> list[str]:
+        session = self._sessions.get(session_id)
+        return list(session.queue) if session else []
+
+    async def heartbeat(self, session_id: str, client_id: str, ttl: float, now: float) -> None:
+        session = self._sessions[session_id]
+        session.clients[client_id] = now + ttl
+        session.last_seen = now
+
+    async def leave(self, session_id: str, client_id: str, now: float) -> None:
+        session = self._sessions[session_id]
+        if session.clients.pop(client_id, None) is not None:
+            session.last_seen = now
+
+    async def presence(self, session_id: str, now: float) -> Presence:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return Presence(0, None)
+        for client_id, expiry in list(session.clients.items()):
+            if expiry <= now:
+                del session.clients[client_id]
+                session.last_seen = max(session.last_seen or expiry, expiry)
+        return Presence(len(session.clients), session.last_seen)
+
+    async def subscribe(self, session_id: str) -> None:
+        self._subscribed.add(session_id)
+
+    async def unsubscribe(self, session_id: str) -> None:
+        self._subscribed.discard(session_id)
+
+    async def start(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> None:
+        self._on_notice = on_notice
+
+    async def close(self) -> None:
+        self._on_notice = None
+
+    async def _notify(self, state: Questionnaire) -> None:
+        if self._on_notice is not None and state.session_id in self._subscribed:
+            await self._on_notice(Notice(state.session_id, state.id, state.version))
+
+    def _expire(self, session: _Session) -> None:
+        now = self._now()
+        for questionnaire_id, expiry in list(session.expires_at.items()):
+            if expiry <= now:
+                del session.expires_at[questionnaire_id]
+                session.questionnaires.pop(questionnaire_id, None)
+                if questionnaire_id in session.queue:
+                    session.queue.remove(questionnaire_id)
+        for key, (_, expiry) in list(session.idempotency.items()):
+            if expiry <= now:
+                del session.idempotency[key]

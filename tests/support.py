@@ -1,0 +1,203 @@
+"""Real processes for integration and end-to-end tests: brokers, redis-server, tokens.
+
+Everything here talks to 127.0.0.1 only and every wait has a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+import pytest
+
+from broker.auth import Role, mint_token
+
+TEST_SECRET = "qbroker-test-secret-0123456789abcdef"
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def require_all() -> bool:
+    """CI sets QBROKER_REQUIRE_ALL=1: a missing tool is then a failure, not a skip."""
+    return os.environ.get("QBROKER_REQUIRE_ALL") == "1"
+
+
+def need(condition: bool, reason: str) -> None:
+    if condition:
+        return
+    if require_all():
+        pytest.fail(f"{reason} (QBROKER_REQUIRE_ALL=1 forbids skipping)")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def token(sid: str, role: Role, ttl: float | None = None) -> str:
+    return mint_token(TEST_SECRET, sid, role, ttl)
+
+
+def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        time.sleep(interval)
+
+
+@dataclass
+class RedisServer:
+    port: int
+    process: subprocess.Popen[bytes]
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+
+
+@contextmanager
+def redis_server(*extra: str) -> Iterator[RedisServer]:
+    binary = shutil.which("redis-server")
+    need(binary is not None, "redis-server is not installed")
+    assert binary is not None
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="qbroker-redis-") as tmp:
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+             "--dir", tmp, *extra],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        server = RedisServer(port, process)
+        try:
+            wait_until(lambda: _port_open(port), what="redis-server to listen")
+            yield server
+        finally:
+            server.stop()
+
+
+def _port_open(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
+@dataclass
+class BrokerProcess:
+    """``qbroker serve`` in a child process. ``log`` collects its stdout+stderr."""
+
+    port: int
+    env: dict[str, str]
+    data_dir: str
+    process: subprocess.Popen[bytes] | None = None
+    log_path: str = ""
+    extra_args: list[str] = field(default_factory=list)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 20.0) -> BrokerProcess:
+        self.log_path = os.path.join(self.data_dir, f"broker-{self.port}-{time.monotonic_ns()}.log")
+        log = open(self.log_path, "wb")  # noqa: SIM115 - closed by the child's exit
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
+             *self.extra_args],
+            env=self.env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            cwd=str(REPO_ROOT),
+        )
+        log.close()
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/readyz", timeout=0.5).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.05)
+        self.stop()
+        raise RuntimeError(f"broker did not become ready:\n{self.log()}")
+
+    def log(self) -> str:
+        try:
+            return Path(self.log_path).read_text(errors="replace")
+        except OSError:
+            return ""
+
+    def kill(self) -> None:
+        """SIGKILL: the process dies without any cleanup."""
+        if self.process and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait(10)
+
+    def stop(self, sig: int = signal.SIGTERM, timeout: float = 15.0) -> int | None:
+        if not self.process:
+            return None
+        if self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(timeout)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        return self.process.returncode
+
+
+def broker_env(data_dir: str, redis_url: str | None = None, **settings: object) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env.update(
+        QBROKER_SECRET=TEST_SECRET,
+        QBROKER_DATA_DIR=data_dir,
+        QBROKER_LOG_LEVEL="debug",
+        PYTHONPATH=str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", ""),
+    )
+    if redis_url:
+        env["QBROKER_REDIS_URL"] = redis_url
+    for key, value in settings.items():
+        env[f"QBROKER_{key.upper()}"] = str(value)
+    return env
+
+
+@contextmanager
+def broker(redis_url: str | None = None, *, port: int | None = None, **settings: object) -> Iterator[BrokerProcess]:
+    """A running broker; ``settings`` become QBROKER_* variables (client_wait=1 -> QBROKER_CLIENT_WAIT=1)."""
+    with tempfile.TemporaryDirectory(prefix="qbroker-test-") as data_dir:
+        process = BrokerProcess(port or free_port(), broker_env(data_dir, redis_url, **settings), data_dir)
+        process.start()
+        try:
+            yield process
+        finally:
+            process.stop()
