@@ -73,6 +73,7 @@ def run(args: argparse.Namespace) -> int:
         port=config.port,
         log_config=None,
         access_log=False,
+        ws="websockets-sansio",  # the maintained websockets implementation
         ws_max_size=config.max_frame_bytes,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,

@@ -76,11 +76,17 @@ class SessionHub:
     session_id: str
     clients: dict[str, Connection] = field(default_factory=dict)
     waiters: int = 0
-    shown_id: str | None = None  # the questionnaire the local clients were last shown
-    view_key: tuple[str, int] | None = None  # (id, version) of the last view pushed
+    # The state of the questionnaire the local clients were last shown (None: idle). It
+    # is a cache: commands start from it and compare-and-set on its version, so the
+    # common case costs one store round trip; a lost race re-reads the store.
+    shown: Questionnaire | None = None
     subscribed: bool = False
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    @property
+    def shown_id(self) -> str | None:
+        return self.shown.id if self.shown is not None else None
 
     @property
     def interested(self) -> bool:
@@ -257,31 +263,47 @@ class Broker:
         command = frame.command
         hub = self._hub(session_id)
         try:
-            shown = await self.store.shown(session_id)
-            if shown is None or shown.id != command.questionnaire_id:
+            if hub.shown_id != command.questionnaire_id:
+                await self.refresh(hub)  # our view may be behind another process's
+            known = hub.shown
+            if known is None or known.id != command.questionnaire_id:
                 raise BrokerError(
                     "stale_step",
                     f"questionnaire {command.questionnaire_id} is not the one being shown",
                 )
-            await self.update(session_id, command.questionnaire_id, command)
+            new = await self.update(session_id, command.questionnaire_id, command, known=known)
         except BrokerError as exc:
             connection.deliver(Encoded(frames.error(exc.code, exc.message, frame.ref)))
             if exc.code == "stale_step":
-                connection.deliver(Encoded(frames.view(await self.store.shown(session_id))))
+                await self.refresh(hub)
+                connection.deliver(Encoded(frames.view(hub.shown)))
             log.debug(
                 "client command refused",
                 extra={"session": session_id, "client": connection.client_id, "code": exc.code},
             )
             return
-        await self.refresh(hub)
+        await self.refresh(hub, hint=new)
 
     # --- state changes ---------------------------------------------------------------
 
-    async def update(self, session_id: str, questionnaire_id: str, command: Command) -> Questionnaire:
-        """Load, transition, compare-and-set; re-run on a lost race. Raises BrokerError."""
+    async def update(
+        self, session_id: str, questionnaire_id: str, command: Command, known: Questionnaire | None = None
+    ) -> Questionnaire:
+        """Load, transition, compare-and-set; re-run on a lost race. Raises BrokerError.
+
+        ``known`` (a recently seen state) saves the first load; if it is out of date the
+        compare-and-set fails and the loop continues from the store's state.
+        """
         for _ in range(MAX_CAS_ATTEMPTS):
-            state = await self._load(session_id, questionnaire_id)
-            new = machine.apply(state, command, self.clock())
+            cached = known is not None
+            state = known if known is not None else await self._load(session_id, questionnaire_id)
+            known = None
+            try:
+                new = machine.apply(state, command, self.clock())
+            except BrokerError:
+                if cached:
+                    continue  # judge the command against the store's state, not a cache
+                raise
             if await self.store.compare_and_set(new, state.version):
                 hub = self.hubs.get(session_id)
                 if hub is not None:
@@ -300,27 +322,34 @@ class Broker:
 
     # --- fan-out ---------------------------------------------------------------------
 
-    async def refresh(self, hub: SessionHub, newcomer: Connection | None = None) -> None:
-        """Re-read the session and push to local clients whatever they have not seen.
+    async def refresh(
+        self, hub: SessionHub, newcomer: Connection | None = None, hint: Questionnaire | None = None
+    ) -> None:
+        """Bring local clients up to date with the store, pushing only what they have not seen.
 
-        ``newcomer`` (a client that just said hello) is sent the current view and joins
-        the hub under the same lock, so it sees every later change exactly once.
+        ``hint`` is a state this process just wrote or was notified of: when it is still the
+        shown questionnaire, it is shown without reading the store. ``newcomer`` (a client
+        that just said hello) gets the current view and joins the hub under the same lock,
+        so it sees every later change exactly once.
         """
         if not hub.clients and newcomer is None:
             return
         async with hub.lock:
-            shown = await self.store.shown(hub.session_id)
-            shown_id = shown.id if shown is not None else None
-            if hub.clients:
-                if hub.shown_id is not None and hub.shown_id != shown_id:
-                    previous = await self.store.load(hub.session_id, hub.shown_id)
-                    if previous is not None and previous.is_terminal:
-                        hub.broadcast(frames.closed(previous))
-                key = (shown.id, shown.version) if shown is not None else None
-                if key != hub.view_key or hub.shown_id != shown_id:
-                    hub.broadcast(frames.view(shown))
-            hub.shown_id = shown_id
-            hub.view_key = (shown.id, shown.version) if shown is not None else None
+            previous = hub.shown
+            shown: Questionnaire | None
+            if hint is not None and previous is not None and hint.id == previous.id and not hint.is_terminal:
+                # A hint older than what is shown is a late notice: keep the newer state.
+                shown = previous if hint.version <= previous.version else hint
+            else:
+                shown = await self.store.shown(hub.session_id)
+            if hub.clients and not _same_view(previous, shown):
+                if previous is not None and (shown is None or shown.id != previous.id):
+                    ended = hint if hint is not None and hint.id == previous.id else None
+                    ended = ended or await self.store.load(hub.session_id, previous.id)
+                    if ended is not None and ended.is_terminal:
+                        hub.broadcast(frames.closed(ended))
+                hub.broadcast(frames.view(shown))
+            hub.shown = shown
             if newcomer is not None:
                 newcomer.deliver(Encoded(frames.view(shown)))
                 hub.clients[newcomer.client_id] = newcomer
@@ -330,9 +359,15 @@ class Broker:
         if hub is None:
             return
         hub.poke()
-        if hub.view_key == (notice.questionnaire_id, notice.version):
-            return  # our own write, already pushed
-        await self.refresh(hub)
+        shown = hub.shown
+        if shown is not None and shown.id == notice.questionnaire_id and shown.version >= notice.version:
+            return  # already showing this write (usually our own)
+        if not hub.clients:
+            return
+        hint = None
+        if shown is not None and shown.id == notice.questionnaire_id:
+            hint = await self.store.load(notice.session_id, notice.questionnaire_id)
+        await self.refresh(hub, hint=hint)
 
     async def _on_reconnect(self) -> None:
         log.warning("notification channel reconnected; re-reading every session")
@@ -393,3 +428,9 @@ class Broker:
     def local_clients(self, session_id: str) -> int:
         hub = self.hubs.get(session_id)
         return len(hub.clients) if hub else 0
+
+
+def _same_view(before: Questionnaire | None, after: Questionnaire | None) -> bool:
+    if before is None or after is None:
+        return before is after
+    return before.id == after.id and before.version == after.version
