@@ -72,7 +72,10 @@ class MemoryStore(Store):
 
     async def queue(self, session_id: str) -> list[str]:
         session = self._sessions.get(session_id)
-        return list(session.queue) if session else []
+        if session is None:
+            return []
+        self._expire(session)
+        return list(session.queue)
 
     async def heartbeat(self, session_id: str, client_id: str, ttl: float, now: float) -> None:
         session = self._sessions[session_id]

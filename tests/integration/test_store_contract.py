@@ -1,0 +1,730 @@
+"""The store contract: the memory store, Redis over fakeredis and a real redis-server pass the same tests.
+
+The service cannot tell the stores apart, so every behaviour it relies on is asserted here
+once and run against all three. Redis-only behaviour (key layout, the notice connection's
+reconnect, an unreachable server) follows at the end. Times are passed in as ``now`` where
+the interface takes them; retention is measured by the store's own clock and polled for
+with a deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager
+
+import fakeredis
+import pytest
+from redis.asyncio import Redis
+
+from broker import machine
+from broker.machine import Questionnaire
+from broker.model import Question, StartInput, parse_tool_input
+from broker.store import redis as redis_store_module
+from broker.store.base import Notice, Presence, Store, StoreUnavailable
+from broker.store.memory import MemoryStore
+from broker.store.redis import RedisStore
+from tests.support import RedisServer, redis_server
+
+NOW = 1_700_000_000.0
+DEADLINE = 5.0  # seconds any awaited event may take
+
+
+def _questions() -> tuple[Question, ...]:
+    parsed = parse_tool_input(
+        {
+            "action": "start",
+            "questions": [
+                {
+                    "id": "target",
+                    "prompt": "Deploy where?",
+                    "type": "single",
+                    "options": [{"id": "staging"}, {"id": "production", "description": "careful"}],
+                },
+                {
+                    "id": "checks",
+                    "label": "Checks",
+                    "prompt": "Which checks must pass?",
+                    "type": "multi",
+                    "options": [{"id": "unit"}, {"id": "e2e"}, {"id": "lint"}],
+                    "minSelections": 1,
+                    "maxSelections": 2,
+                },
+            ],
+        }
+    )
+    assert isinstance(parsed, StartInput)
+    return parsed.questions
+
+
+QUESTIONS = _questions()
+
+
+def new_session() -> str:
+    return f"s-{uuid.uuid4().hex[:12]}"
+
+
+def new_questionnaire(session_id: str, questionnaire_id: str | None = None, now: float = NOW) -> Questionnaire:
+    return machine.start(questionnaire_id or f"q-{uuid.uuid4().hex[:12]}", session_id, QUESTIONS, now)
+
+
+def advanced(state: Questionnaire, command: machine.Command, now: float = NOW + 1) -> Questionnaire:
+    return machine.apply(state, command, now)
+
+
+def completed(state: Questionnaire) -> Questionnaire:
+    state = advanced(state, machine.AnswerQuestion(state.id, state.step, "target", ("staging",)))
+    return advanced(state, machine.AnswerQuestion(state.id, state.step, "checks", ("unit",)))
+
+
+class Listener:
+    """The handlers given to ``Store.start``: notices and reconnects land in queues."""
+
+    def __init__(self) -> None:
+        self.notices: asyncio.Queue[Notice] = asyncio.Queue()
+        self.reconnects: asyncio.Queue[None] = asyncio.Queue()
+
+    async def on_notice(self, notice: Notice) -> None:
+        self.notices.put_nowait(notice)
+
+    async def on_reconnect(self) -> None:
+        self.reconnects.put_nowait(None)
+
+    async def next_notice(self) -> Notice:
+        return await asyncio.wait_for(self.notices.get(), DEADLINE)
+
+    async def next_reconnect(self) -> None:
+        await asyncio.wait_for(self.reconnects.get(), DEADLINE)
+
+
+async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = DEADLINE) -> None:
+    deadline = time.monotonic() + timeout
+    while not await check():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
+        await asyncio.sleep(0.02)
+
+
+# --- backends -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def real_redis() -> Iterator[RedisServer]:
+    with redis_server() as server:
+        yield server
+
+
+@asynccontextmanager
+async def raw_client(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[Redis]:
+    """A fresh, empty Redis: its own fakeredis server, or the module's redis-server flushed."""
+    if kind == "fakeredis":
+        client: Redis = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
+    else:
+        server: RedisServer = request.getfixturevalue("real_redis")
+        client = Redis.from_url(server.url)
+        await client.flushdb()
+    try:
+        yield client
+    finally:
+        await client.aclose()
+
+
+@pytest.fixture(params=["memory", "fakeredis", "redis"])
+async def store(request: pytest.FixtureRequest, listener: Listener) -> AsyncIterator[Store]:
+    kind: str = request.param
+    retention = 3600.0
+    if kind == "memory":
+        opened: Store = MemoryStore(retention)
+        await opened.start(listener.on_notice, listener.on_reconnect)
+        yield opened
+        await opened.close()
+        return
+    async with raw_client(kind, request) as client:
+        if kind == "fakeredis":
+            opened = RedisStore("redis://fakeredis", retention, client=client)
+        else:  # the store makes its own connection from the URL, as in production
+            opened = RedisStore(request.getfixturevalue("real_redis").url, retention)
+        await opened.start(listener.on_notice, listener.on_reconnect)
+        try:
+            yield opened
+        finally:
+            await opened.close()
+
+
+@pytest.fixture(params=["fakeredis", "redis"])
+async def redis_client(request: pytest.FixtureRequest) -> AsyncIterator[Redis]:
+    async with raw_client(request.param, request) as client:
+        yield client
+
+
+@pytest.fixture
+async def redis_store(redis_client: Redis, listener: Listener) -> AsyncIterator[RedisStore]:
+    opened = RedisStore("redis://unused", 3600.0, client=redis_client)
+    await opened.start(listener.on_notice, listener.on_reconnect)
+    try:
+        yield opened
+    finally:
+        await opened.close()
+
+
+@pytest.fixture
+def listener() -> Listener:
+    return Listener()
+
+
+# --- questionnaires -------------------------------------------------------------------
+
+
+async def test_a_created_questionnaire_loads_back_intact(store: Store) -> None:
+    sid = new_session()
+    state = new_questionnaire(sid)
+    state = advanced(state, machine.AnswerQuestion(state.id, 0, "target", (), other="Ünïcödé ✓ staging-2"))
+    state = advanced(state, machine.Draft(state.id, state.step, ("e2e",), other="and smoke"))
+    state = advanced(state, machine.Clarify(state.id, state.step, "What is e2e?"))
+    state = advanced(state, machine.Resume(state.revision, "End to end."))
+
+    assert await store.create(state) == state
+
+    loaded = await store.load(sid, state.id)
+    assert loaded == state
+    assert loaded is not None and loaded.to_record() == state.to_record()
+
+
+async def test_loading_an_unknown_questionnaire_returns_none(store: Store) -> None:
+    sid = new_session()
+    await store.create(new_questionnaire(sid))
+
+    assert await store.load(sid, "q-unknown") is None
+    assert await store.load(new_session(), "q-unknown") is None
+
+
+async def test_a_questionnaire_belongs_to_its_session_only(store: Store) -> None:
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+
+    assert await store.load(new_session(), state.id) is None
+
+
+async def test_create_with_a_used_idempotency_key_returns_the_first_questionnaire_as_it_is_now(
+    store: Store,
+) -> None:
+    sid = new_session()
+    first = await store.create(new_questionnaire(sid), idempotency_key="retry-1")
+    drafted = advanced(first, machine.Draft(first.id, 0, ("staging",)))
+    assert await store.compare_and_set(drafted, first.version)
+
+    again = await store.create(new_questionnaire(sid), idempotency_key="retry-1")
+
+    assert again == drafted
+    assert await store.queue(sid) == [first.id]
+
+
+async def test_an_idempotency_key_counts_within_its_session_only(store: Store) -> None:
+    first = await store.create(new_questionnaire(new_session()), idempotency_key="retry-1")
+    other_session = new_session()
+    second = new_questionnaire(other_session)
+
+    assert await store.create(second, idempotency_key="retry-1") == second
+    assert await store.queue(other_session) == [second.id]
+    assert second.id != first.id
+
+
+async def test_create_without_an_idempotency_key_always_creates(store: Store) -> None:
+    sid = new_session()
+    first = await store.create(new_questionnaire(sid))
+    second = await store.create(new_questionnaire(sid))
+
+    assert await store.queue(sid) == [first.id, second.id]
+
+
+async def test_compare_and_set_on_the_current_version_replaces_the_state(store: Store) -> None:
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+    drafted = advanced(state, machine.Draft(state.id, 0, ("production",)))
+
+    assert await store.compare_and_set(drafted, expected_version=state.version)
+
+    assert await store.load(sid, state.id) == drafted
+
+
+async def test_compare_and_set_on_a_stale_version_changes_nothing(store: Store) -> None:
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+    current = advanced(state, machine.Draft(state.id, 0, ("production",)))
+    assert await store.compare_and_set(current, state.version)
+    late = advanced(state, machine.AnswerQuestion(state.id, 0, "target", ("staging",)))
+
+    assert not await store.compare_and_set(late, expected_version=state.version)
+
+    assert await store.load(sid, state.id) == current
+    assert await store.queue(sid) == [state.id]
+
+
+async def test_compare_and_set_of_an_unknown_questionnaire_fails_and_stores_nothing(store: Store) -> None:
+    sid = new_session()
+    ghost = new_questionnaire(sid)
+    drafted = advanced(ghost, machine.Draft(ghost.id, 0, ("staging",)))
+
+    assert not await store.compare_and_set(drafted, ghost.version)
+
+    assert await store.load(sid, ghost.id) is None
+    assert await store.queue(sid) == []
+
+
+async def test_of_concurrent_compare_and_sets_on_one_version_exactly_one_wins(store: Store) -> None:
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+    contenders = [
+        advanced(state, machine.Draft(state.id, 0, (), other=f"contender {n}")) for n in range(12)
+    ]
+
+    results = await asyncio.gather(*(store.compare_and_set(c, state.version) for c in contenders))
+
+    assert results.count(True) == 1
+    assert await store.load(sid, state.id) == contenders[results.index(True)]
+
+
+async def test_a_terminal_questionnaire_leaves_the_queue(store: Store) -> None:
+    sid = new_session()
+    first = await store.create(new_questionnaire(sid))
+    second = await store.create(new_questionnaire(sid))
+    cancelled = advanced(first, machine.Cancel(first.id, first.step))
+
+    assert await store.compare_and_set(cancelled, first.version)
+
+    assert await store.queue(sid) == [second.id]
+    assert await store.load(sid, first.id) == cancelled
+
+
+async def test_a_suspended_questionnaire_stays_in_the_queue(store: Store) -> None:
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+    suspended = advanced(state, machine.Clarify(state.id, 0, "Which staging?"))
+
+    assert await store.compare_and_set(suspended, state.version)
+
+    assert await store.queue(sid) == [state.id]
+
+
+async def test_the_queue_is_first_in_first_out(store: Store) -> None:
+    sid = new_session()
+    ids = ["q-m", "q-a", "q-z", "q-b", "q-0"]  # creation order, deliberately not sorted
+    for questionnaire_id in ids:
+        await store.create(new_questionnaire(sid, questionnaire_id))
+
+    assert await store.queue(sid) == ids
+    assert await store.queue(new_session()) == []
+
+
+async def test_shown_is_the_oldest_open_questionnaire(store: Store) -> None:
+    sid = new_session()
+    first = await store.create(new_questionnaire(sid, "q-2"))
+    second = await store.create(new_questionnaire(sid, "q-1"))
+    assert await store.shown(sid) == first
+
+    assert await store.compare_and_set(completed(first), first.version)
+    assert await store.shown(sid) == second
+
+    aborted = advanced(second, machine.Abort())
+    assert await store.compare_and_set(aborted, second.version)
+    assert await store.shown(sid) is None
+
+
+async def test_shown_of_a_session_without_questionnaires_is_none(store: Store) -> None:
+    assert await store.shown(new_session()) is None
+
+
+# --- presence -------------------------------------------------------------------------
+
+
+async def test_presence_of_a_session_never_seen_is_empty(store: Store) -> None:
+    assert await store.presence(new_session(), NOW) == Presence(0, None)
+
+
+async def test_presence_counts_live_clients_and_lapses_each_after_its_ttl(store: Store) -> None:
+    sid = new_session()
+    await store.heartbeat(sid, "c-short", ttl=10, now=NOW)
+    await store.heartbeat(sid, "c-long", ttl=20, now=NOW + 1)
+
+    assert await store.presence(sid, NOW + 5) == Presence(2, NOW + 1)
+    assert await store.presence(sid, NOW + 10) == Presence(1, NOW + 10)  # c-short lapsed at NOW + 10
+    assert await store.presence(sid, NOW + 100) == Presence(0, NOW + 21)
+
+
+async def test_a_heartbeat_keeps_a_client_alive(store: Store) -> None:
+    sid = new_session()
+    await store.heartbeat(sid, "c-1", ttl=10, now=NOW)
+    await store.heartbeat(sid, "c-1", ttl=10, now=NOW + 8)
+
+    assert await store.presence(sid, NOW + 15) == Presence(1, NOW + 8)
+
+
+async def test_leave_removes_the_client_and_updates_last_seen(store: Store) -> None:
+    sid = new_session()
+    await store.heartbeat(sid, "c-1", ttl=30, now=NOW)
+    await store.heartbeat(sid, "c-2", ttl=30, now=NOW)
+
+    await store.leave(sid, "c-1", now=NOW + 3)
+
+    assert await store.presence(sid, NOW + 4) == Presence(1, NOW + 3)
+
+
+async def test_leave_of_a_client_not_connected_changes_nothing(store: Store) -> None:
+    sid = new_session()
+    await store.heartbeat(sid, "c-1", ttl=30, now=NOW)
+
+    await store.leave(sid, "c-unknown", now=NOW + 3)
+
+    assert await store.presence(sid, NOW + 4) == Presence(1, NOW)
+
+
+async def test_presence_counts_per_session(store: Store) -> None:
+    sid, other = new_session(), new_session()
+    await store.heartbeat(sid, "c-1", ttl=30, now=NOW)
+
+    assert await store.presence(other, NOW) == Presence(0, None)
+
+
+# --- notifications --------------------------------------------------------------------
+
+
+async def test_notices_reach_subscribed_sessions_only(store: Store, listener: Listener) -> None:
+    watched, unwatched = new_session(), new_session()
+    await store.subscribe(watched)
+
+    await store.create(new_questionnaire(unwatched))
+    state = await store.create(new_questionnaire(watched))
+
+    # One ordered channel: had the unwatched session's notice been delivered, it came first.
+    assert await listener.next_notice() == Notice(watched, state.id, 0)
+
+
+async def test_every_successful_write_publishes_its_version(store: Store, listener: Listener) -> None:
+    sid = new_session()
+    await store.subscribe(sid)
+    state = await store.create(new_questionnaire(sid))
+    drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
+    late = advanced(state, machine.Draft(state.id, 0, ("production",)))
+
+    assert await store.compare_and_set(drafted, state.version)
+    assert not await store.compare_and_set(late, state.version)
+    assert await store.compare_and_set(completed(drafted), drafted.version)
+
+    assert [await listener.next_notice() for _ in range(3)] == [
+        Notice(sid, state.id, 0),
+        Notice(sid, state.id, 1),
+        Notice(sid, state.id, 3),
+    ]
+
+
+async def test_an_idempotent_repeat_publishes_nothing(store: Store, listener: Listener) -> None:
+    sid = new_session()
+    await store.subscribe(sid)
+    first = await store.create(new_questionnaire(sid), idempotency_key="k")
+    await store.create(new_questionnaire(sid), idempotency_key="k")
+    marker = await store.create(new_questionnaire(sid))
+
+    assert await listener.next_notice() == Notice(sid, first.id, 0)
+    assert await listener.next_notice() == Notice(sid, marker.id, 0)
+
+
+async def test_an_unsubscribed_session_gets_no_more_notices(store: Store, listener: Listener) -> None:
+    left, staying = new_session(), new_session()
+    await store.subscribe(left)
+    await store.subscribe(staying)
+    await store.unsubscribe(left)
+
+    await store.create(new_questionnaire(left))
+    state = await store.create(new_questionnaire(staying))
+
+    assert await listener.next_notice() == Notice(staying, state.id, 0)
+
+
+async def test_subscribing_twice_delivers_each_notice_once(store: Store, listener: Listener) -> None:
+    sid = new_session()
+    await store.subscribe(sid)
+    await store.subscribe(sid)
+    first = await store.create(new_questionnaire(sid))
+    second = await store.create(new_questionnaire(sid))
+
+    assert await listener.next_notice() == Notice(sid, first.id, 0)
+    assert await listener.next_notice() == Notice(sid, second.id, 0)
+
+
+# --- retention ------------------------------------------------------------------------
+
+
+async def test_a_terminal_questionnaire_expires_after_the_retention(store: Store) -> None:
+    sid = new_session()
+    store.retention = 0.2
+    state = await store.create(new_questionnaire(sid))
+    cancelled = advanced(state, machine.Cancel(state.id, 0))
+    assert await store.compare_and_set(cancelled, state.version)
+    assert await store.load(sid, state.id) == cancelled
+
+    async def gone() -> bool:
+        return await store.load(sid, state.id) is None
+
+    await eventually(gone, "the cancelled questionnaire to expire")
+
+
+async def test_an_abandoned_open_questionnaire_expires_and_leaves_the_queue(store: Store) -> None:
+    sid = new_session()
+    store.retention = 0.2
+    state = await store.create(new_questionnaire(sid))
+
+    async def gone() -> bool:
+        return await store.queue(sid) == [] and await store.load(sid, state.id) is None
+
+    await eventually(gone, "the abandoned questionnaire to expire", timeout=2.0)
+    assert await store.shown(sid) is None
+
+
+async def test_an_expired_idempotency_key_creates_a_new_questionnaire(store: Store) -> None:
+    sid = new_session()
+    store.retention = 0.2
+    first = await store.create(new_questionnaire(sid), idempotency_key="k")
+
+    async def gone() -> bool:
+        return await store.load(sid, first.id) is None
+
+    await eventually(gone, "the first questionnaire to expire")
+    second = new_questionnaire(sid)
+    assert await store.create(second, idempotency_key="k") == second
+
+
+async def test_the_store_answers_ping(store: Store) -> None:
+    assert await store.ping()
+
+
+# --- Redis only -----------------------------------------------------------------------
+
+
+async def test_every_redis_key_carries_the_session_hash_tag(redis_store: RedisStore, redis_client: Redis) -> None:
+    sid = "team.alpha:42-x"
+    await redis_store.subscribe(sid)
+    state = await redis_store.create(new_questionnaire(sid), idempotency_key="key:with{braces}")
+    await redis_store.compare_and_set(advanced(state, machine.Draft(state.id, 0, ("staging",))), state.version)
+    await redis_store.create(new_questionnaire(sid))
+    await redis_store.heartbeat(sid, "c-1", ttl=30, now=NOW)
+    await redis_store.heartbeat(sid, "c-2", ttl=30, now=NOW)
+    await redis_store.leave(sid, "c-1", now=NOW + 1)
+    await redis_store.presence(sid, NOW + 2)
+
+    keys = [key.decode() async for key in redis_client.scan_iter(count=100)]
+
+    assert len(keys) >= 7  # 2 questionnaires, queue, seq, idempotency key, clients, seen
+    assert all(key.startswith("qb:{" + sid + "}:") for key in keys), keys
+
+
+async def test_every_redis_key_expires(redis_store: RedisStore, redis_client: Redis) -> None:
+    sid = new_session()
+    state = await redis_store.create(new_questionnaire(sid), idempotency_key="k")
+    await redis_store.compare_and_set(completed(state), state.version)
+    await redis_store.create(new_questionnaire(sid))
+    await redis_store.heartbeat(sid, "c-1", ttl=30, now=NOW)
+
+    keys = [key async for key in redis_client.scan_iter(count=100)]
+
+    assert keys
+    for key in keys:
+        assert await redis_client.pttl(key) > 0, key
+
+
+async def test_a_retried_compare_and_set_reports_its_own_write(redis_store: RedisStore) -> None:
+    sid = new_session()
+    state = await redis_store.create(new_questionnaire(sid))
+    drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
+    rival = advanced(state, machine.Draft(state.id, 0, ("production",)))
+
+    assert await redis_store.compare_and_set(drafted, state.version)
+    assert await redis_store.compare_and_set(drafted, state.version)  # the retry of a lost reply
+    assert not await redis_store.compare_and_set(rival, state.version)
+    assert await redis_store.load(sid, state.id) == drafted
+
+
+async def test_a_redis_store_refuses_a_client_that_decodes_responses() -> None:
+    client = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer(), decode_responses=True)
+    try:
+        with pytest.raises(ValueError, match="decode_responses"):
+            RedisStore("redis://fakeredis", 60.0, client=client)
+    finally:
+        await client.aclose()
+
+
+async def test_a_lost_notice_connection_resubscribes_then_calls_on_reconnect(
+    real_redis: RedisServer, listener: Listener
+) -> None:
+    store = RedisStore(real_redis.url, 3600.0)
+    await store.start(listener.on_notice, listener.on_reconnect)
+    admin = Redis.from_url(real_redis.url)
+    try:
+        sid = new_session()
+        await store.subscribe(sid)
+
+        assert await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub") >= 1
+        await listener.next_reconnect()
+
+        # on_reconnect runs only once Redis confirmed the subscriptions again.
+        state = await store.create(new_questionnaire(sid))
+        assert await listener.next_notice() == Notice(sid, state.id, 0)
+        assert listener.reconnects.empty()
+    finally:
+        await admin.aclose()
+        await store.close()
+
+
+async def test_a_session_subscribed_while_disconnected_is_subscribed_on_reconnect(
+    real_redis: RedisServer, listener: Listener
+) -> None:
+    store = RedisStore(real_redis.url, 3600.0)
+    await store.start(listener.on_notice, listener.on_reconnect)
+    admin = Redis.from_url(real_redis.url)
+    try:
+        first, second = new_session(), new_session()
+        await store.subscribe(first)
+        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        await store.subscribe(second)  # waits for the reconnect's confirmation if need be
+        await listener.next_reconnect()
+
+        state = await store.create(new_questionnaire(second))
+        assert await listener.next_notice() == Notice(second, state.id, 0)
+    finally:
+        await admin.aclose()
+        await store.close()
+
+
+async def test_sharded_notices_use_ssubscribe_and_spublish(real_redis: RedisServer, listener: Listener) -> None:
+    store = RedisStore(real_redis.url, 3600.0, sharded=True)
+    await store.start(listener.on_notice, listener.on_reconnect)
+    admin = Redis.from_url(real_redis.url)
+    try:
+        sid = new_session()
+        await store.subscribe(sid)
+        assert await admin.execute_command("PUBSUB", "SHARDNUMSUB", f"qb:{{{sid}}}:events") == [
+            f"qb:{{{sid}}}:events".encode(),
+            1,
+        ]
+
+        state = await store.create(new_questionnaire(sid))
+
+        assert await listener.next_notice() == Notice(sid, state.id, 0)
+    finally:
+        await admin.aclose()
+        await store.close()
+
+
+async def test_every_method_raises_store_unavailable_when_redis_is_down(
+    listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_store_module, "_CONFIRM_TIMEOUT", 0.5)  # subscribe gives up sooner
+    with redis_server() as server:
+        store = RedisStore(server.url, 3600.0)
+        await store.start(listener.on_notice, listener.on_reconnect)
+        try:
+            sid = new_session()
+            state = await store.create(new_questionnaire(sid))
+            await store.subscribe(sid)
+            server.stop()
+
+            calls: list[Callable[[], Awaitable[object]]] = [
+                lambda: store.create(new_questionnaire(sid)),
+                lambda: store.load(sid, state.id),
+                lambda: store.compare_and_set(advanced(state, machine.Abort()), state.version),
+                lambda: store.queue(sid),
+                lambda: store.shown(sid),
+                lambda: store.heartbeat(sid, "c-1", 30, NOW),
+                lambda: store.leave(sid, "c-1", NOW),
+                lambda: store.presence(sid, NOW),
+                lambda: store.subscribe(new_session()),
+            ]
+            for call in calls:
+                with pytest.raises(StoreUnavailable):
+                    await asyncio.wait_for(call(), DEADLINE * 3)
+            assert not await store.ping()
+            await store.unsubscribe(sid)  # never fails: a new connection skips it anyway
+        finally:
+            await store.close()
+
+
+async def test_a_store_cannot_start_without_redis(listener: Listener) -> None:
+    with redis_server() as server:
+        url = server.url
+    store = RedisStore(url, 3600.0)
+    try:
+        with pytest.raises(StoreUnavailable):
+            await store.start(listener.on_notice, listener.on_reconnect)
+    finally:
+        await store.close()
+
+
+async def test_fakeredis_going_away_raises_store_unavailable(listener: Listener) -> None:
+    server = fakeredis.FakeServer()
+    client = fakeredis.FakeAsyncRedis(server=server)
+    store = RedisStore("redis://fakeredis", 3600.0, client=client)
+    try:
+        state = await store.create(new_questionnaire(new_session()))
+        server.connected = False
+        with pytest.raises(StoreUnavailable):
+            await store.load(state.session_id, state.id)
+        assert not await store.ping()
+    finally:
+        await store.close()
+        await client.aclose()
+
+
+
+async def test_a_failing_notice_handler_does_not_stop_later_notices(redis_client: Redis) -> None:
+    delivered: asyncio.Queue[Notice] = asyncio.Queue()
+    failures = 0
+
+    async def on_notice(notice: Notice) -> None:
+        nonlocal failures
+        if failures == 0:
+            failures += 1
+            raise RuntimeError("handler bug")
+        delivered.put_nowait(notice)
+
+    async def on_reconnect() -> None:
+        pass
+
+    store = RedisStore("redis://unused", 3600.0, client=redis_client)
+    await store.start(on_notice, on_reconnect)
+    try:
+        sid = new_session()
+        await store.subscribe(sid)
+        await store.create(new_questionnaire(sid))
+        second = await store.create(new_questionnaire(sid))
+
+        assert await asyncio.wait_for(delivered.get(), DEADLINE) == Notice(sid, second.id, 0)
+    finally:
+        await store.close()
+
+
+async def test_no_answer_or_clarification_text_reaches_the_logs(
+    real_redis: RedisServer, listener: Listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    store = RedisStore(real_redis.url, 3600.0)
+    await store.start(listener.on_notice, listener.on_reconnect)
+    admin = Redis.from_url(real_redis.url)
+    try:
+        sid = new_session()
+        await store.subscribe(sid)
+        state = await store.create(new_questionnaire(sid))
+        answered = advanced(state, machine.AnswerQuestion(state.id, 0, "target", (), other="SECRET-OTHER"))
+        assert await store.compare_and_set(answered, state.version)
+        clarify = advanced(answered, machine.Clarify(state.id, answered.step, "SECRET-REQUEST"))
+        assert not await store.compare_and_set(clarify, state.version)  # a lost race
+        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        await listener.next_reconnect()
+        assert await store.compare_and_set(clarify, answered.version)
+    finally:
+        await admin.aclose()
+        await store.close()
+
+    assert caplog.records  # the reconnect was logged
+    assert "SECRET" not in caplog.text
