@@ -1,0 +1,735 @@
+"""The browser client, end to end: Debian Chromium (headless, via Playwright) against a live broker.
+
+The agent side is plain HTTP (httpx) with an agent token; the person's side is the real page
+served by the broker at ``/``. Every wait is a Playwright expectation or an HTTP long-poll with
+a deadline; nothing sleeps to synchronise.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import re
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+
+from tests.support import REPO_ROOT, broker, free_port, need, redis_server, token
+
+pytestmark = pytest.mark.browser
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+TIMEOUT_MS = 10_000
+RECONNECT_TIMEOUT_MS = 20_000  # a broker restart plus a few backoff rounds
+DESKTOP = {"width": 1100, "height": 900}
+PHONE = {"width": 390, "height": 844}
+SCREENSHOT = REPO_ROOT / "docs" / "screenshot-web.png"
+
+expect.set_options(timeout=TIMEOUT_MS)
+
+TARGET: dict[str, Any] = {
+    "id": "deploy_target",
+    "label": "Target",
+    "prompt": "Which environment should this release go to?",
+    "type": "single",
+    "options": [
+        {"id": "staging", "label": "Staging"},
+        {"id": "production", "label": "Production", "description": "Requires an approved release window"},
+    ],
+    "allowOther": False,
+}
+NOTIFY: dict[str, Any] = {
+    "id": "notify",
+    "label": "Notify",
+    "prompt": "Who should hear about the release?",
+    "type": "single",
+    "options": [{"id": "team", "label": "The team"}, {"id": "nobody", "label": "Nobody"}],
+}
+CHECKS: dict[str, Any] = {
+    "id": "checks",
+    "label": "Pre-flight checks",
+    "prompt": "Which checks must pass before the deploy?",
+    "type": "multi",
+    "options": [
+        {"id": "unit", "label": "Unit tests", "description": "Fast; run on every push"},
+        {"id": "e2e", "label": "End-to-end tests", "description": "Headless browser against staging"},
+        {"id": "lint", "label": "Lint and types"},
+        {"id": "docs", "label": "Docs build"},
+    ],
+    "allowOther": False,
+    "minSelections": 2,
+    "maxSelections": 3,
+}
+EXTRAS: dict[str, Any] = {
+    "id": "extras",
+    "label": "Extras",
+    "prompt": "Anything else to run?",
+    "type": "multi",
+    "options": [{"id": "bench", "label": "Benchmarks"}],
+    "minSelections": 1,
+}
+
+
+# --- fixtures (prefixed web_ so they never collide with other e2e suites) -----------
+
+
+@pytest.fixture(scope="module")
+def web_browser() -> Iterator[Browser]:
+    need(os.path.exists(CHROMIUM), f"Debian chromium is not installed at {CHROMIUM}")
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=30_000
+        )
+        try:
+            yield browser
+        finally:
+            browser.close()
+
+
+@pytest.fixture(scope="module")
+def web_broker() -> Iterator[Any]:
+    with broker(client_wait=10, reconnect_grace=30) as process:
+        yield process
+
+
+def _new_context(browser: Browser, **options: Any) -> BrowserContext:
+    context = browser.new_context(**{"viewport": DESKTOP, **options})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.set_default_navigation_timeout(TIMEOUT_MS)
+    return context
+
+
+def _watch(page: Page, errors: list[str]) -> Page:
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return page
+
+
+@pytest.fixture
+def web_context(web_browser: Browser) -> Iterator[BrowserContext]:
+    context = _new_context(web_browser)
+    yield context
+    context.close()
+
+
+@pytest.fixture
+def web_page(web_context: BrowserContext) -> Iterator[Page]:
+    errors: list[str] = []
+    page = _watch(web_context.new_page(), errors)
+    yield page
+    assert errors == [], f"uncaught errors in the page: {errors}"
+
+
+@pytest.fixture
+def web_sid() -> str:
+    return f"web-{uuid.uuid4().hex[:12]}"
+
+
+class Agent:
+    """The agent's side of one session, over the HTTP API."""
+
+    def __init__(self, base_url: str, sid: str) -> None:
+        self.sid = sid
+        self.http = httpx.Client(
+            base_url=base_url, headers={"Authorization": f"Bearer {token(sid, 'agent')}"}, timeout=30
+        )
+
+    def close(self) -> None:
+        self.http.close()
+
+    def start(self, *questions: dict[str, Any]) -> str:
+        response = self.http.post(
+            f"/v1/sessions/{self.sid}/questionnaire",
+            params={"wait": 0},
+            json={"action": "start", "questions": list(questions)},
+        )
+        assert response.status_code == 202, response.text
+        questionnaire_id: str = response.json()["questionnaireId"]
+        return questionnaire_id
+
+    def outcome(self, questionnaire_id: str, wait: float = 10) -> dict[str, Any]:
+        response = self.http.get(f"/v1/sessions/{self.sid}/questionnaires/{questionnaire_id}", params={"wait": wait})
+        assert response.status_code == 200, response.text
+        details: dict[str, Any] = response.json()["details"]
+        return details
+
+    def resume(self, questionnaire_id: str, revision: int, text: str) -> None:
+        response = self.http.post(
+            f"/v1/sessions/{self.sid}/questionnaire",
+            params={"wait": 0},
+            json={
+                "action": "resume",
+                "questionnaireId": questionnaire_id,
+                "revision": revision,
+                "clarificationResponse": text,
+            },
+        )
+        assert response.status_code == 202, response.text
+
+
+@pytest.fixture
+def web_agent(web_broker: Any, web_sid: str) -> Iterator[Agent]:
+    agent = Agent(web_broker.url, web_sid)
+    yield agent
+    agent.close()
+
+
+# --- helpers -------------------------------------------------------------------------
+
+
+def link(base_url: str, sid: str, client_token: str | None = None) -> str:
+    return f"{base_url}/#session={sid}&token={client_token or token(sid, 'client')}"
+
+
+def open_client(page: Page, base_url: str, sid: str) -> None:
+    page.goto(link(base_url, sid))
+    expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+
+
+def option(page: Page, option_id: str) -> Any:
+    return page.locator(f".options .option[data-option-id='{option_id}']")
+
+
+def idle_heading(page: Page) -> Any:
+    return page.get_by_role("heading", name="Waiting for questions")
+
+
+# --- tests ---------------------------------------------------------------------------
+
+
+def test_single_question_is_answered_by_a_click_or_the_keyboard(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    expect(idle_heading(page)).to_be_visible()
+
+    qid = web_agent.start(TARGET, NOTIFY)
+    expect(page.locator("#progress-count")).to_have_text("Question 1 of 2")
+    expect(page.locator("#q-label")).to_have_text("Target")
+    expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
+    expect(page.locator(".step .step-label")).to_have_text(["Target", "Notify"])
+    expect(page.locator(".step-current .step-label")).to_have_text("Target")
+    production = page.get_by_role("button", name=re.compile("^Production"))
+    expect(production).to_contain_text("Requires an approved release window")
+    expect(page).to_have_title(re.compile(r"\(1/2\) Target"))
+    production.click()
+
+    expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
+    expect(page.locator(".step-answered .step-label")).to_have_text(["Target"])
+    expect(page.locator(".step-current .step-label")).to_have_text("Notify")
+    # The keyboard alone: the first option has focus, Tab and the arrow keys move, Enter answers.
+    first = page.locator(".options .option").first
+    expect(first).to_be_focused()
+    page.keyboard.press("Tab")
+    expect(option(page, "nobody")).to_be_focused()
+    page.keyboard.press("ArrowUp")
+    expect(option(page, "team")).to_be_focused()
+    page.keyboard.press("ArrowUp")  # wraps to the last row, "Other…"
+    expect(page.locator("#other-open")).to_be_focused()
+    page.keyboard.press("Home")
+    expect(option(page, "team")).to_be_focused()
+    page.keyboard.press("Enter")
+
+    details = web_agent.outcome(qid)
+    assert details["status"] == "completed"
+    assert details["answers"] == [
+        {"questionId": "deploy_target", "selectedOptionIds": ["production"]},
+        {"questionId": "notify", "selectedOptionIds": ["team"]},
+    ]
+    expect(idle_heading(page)).to_be_visible()
+    expect(page.locator(".idle-note")).to_have_text("Your last answers were sent to the agent.")
+
+
+def test_multi_question_explains_its_bounds_until_they_are_met(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(CHECKS)
+
+    proceed = page.locator("#continue")
+    hint = page.locator("#continue-hint")
+    expect(page.locator("#q-hint")).to_have_text("Choose 2 to 3.")
+    expect(proceed).to_have_text("Continue with 0 selections")
+    expect(proceed).to_be_disabled()
+    expect(hint).to_have_text("Select 2 more options to continue (at least 2).")
+
+    option(page, "unit").click()
+    expect(option(page, "unit")).to_have_attribute("aria-pressed", "true")
+    expect(proceed).to_have_text("Continue with 1 selection")
+    expect(proceed).to_be_disabled()
+    expect(hint).to_have_text("Select 1 more option to continue (at least 2).")
+
+    option(page, "docs").click()
+    expect(proceed).to_have_text("Continue with 2 selections")
+    expect(proceed).to_be_enabled()
+    expect(hint).to_be_hidden()
+
+    option(page, "lint").click()
+    option(page, "e2e").click()
+    expect(proceed).to_have_text("Continue with 4 selections")
+    expect(proceed).to_be_disabled()
+    expect(hint).to_have_text("Deselect 1 option to continue (at most 3).")
+
+    option(page, "unit").click()
+    expect(option(page, "unit")).to_have_attribute("aria-pressed", "false")
+    expect(proceed).to_be_enabled()
+    expect(proceed).to_have_text("Continue with 3 selections")
+    proceed.click()
+
+    details = web_agent.outcome(qid)
+    assert details["status"] == "completed"
+    # Option ids come back in their declared order, whatever the click order was.
+    assert details["answers"] == [{"questionId": "checks", "selectedOptionIds": ["e2e", "lint", "docs"]}]
+
+
+def test_other_opens_a_text_field_with_a_counter_and_enter_submits(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(NOTIFY, EXTRAS)
+
+    other = page.get_by_role("button", name=re.compile("^Other…"))
+    other.click()
+    field = page.locator("#other-input")
+    counter = page.locator("#other-count")
+    expect(field).to_be_focused()
+    expect(page.get_by_label("Your own answer")).to_be_visible()
+    expect(counter).to_have_text("0 / 2000")
+    field.press("Escape")  # closes the field, back on the button
+    expect(field).to_be_hidden()
+    expect(other).to_be_focused()
+    expect(other).to_have_attribute("aria-expanded", "false")
+
+    page.keyboard.press("Enter")  # reopens it
+    expect(field).to_be_focused()
+    field.fill("x" * 2001)
+    expect(counter).to_have_text("2001 / 2000")
+    expect(counter).to_have_class(re.compile(r"\bover\b"))
+    field.press("Enter")  # refused here, never sent
+    expect(page.locator("#other-error")).to_have_text("Please shorten your answer to 2000 characters.")
+    expect(page.locator("#progress-count")).to_have_text("Question 1 of 2")
+
+    field.fill("   Ping the #release channel   ")
+    expect(counter).to_have_text(f"{len('Ping the #release channel')} / 2000")
+    field.press("Enter")
+
+    # A multi question: Other counts as one selection toward minSelections.
+    expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
+    proceed = page.locator("#continue")
+    expect(proceed).to_be_disabled()
+    page.get_by_role("button", name=re.compile("^Other…")).click()
+    expect(page.locator("#other-open")).to_have_attribute("aria-pressed", "true")
+    page.locator("#other-input").fill("Smoke test on the canary")
+    expect(proceed).to_have_text("Continue with 1 selection")
+    expect(proceed).to_be_enabled()
+    page.locator("#other-input").press("Enter")
+
+    details = web_agent.outcome(qid)
+    assert details["status"] == "completed"
+    assert details["answers"] == [
+        {"questionId": "notify", "selectedOptionIds": [], "other": "Ping the #release channel"},
+        {"questionId": "extras", "selectedOptionIds": [], "other": "Smoke test on the canary"},
+    ]
+
+
+def test_clarify_waits_for_the_agent_then_shows_its_response_with_the_draft_intact(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(CHECKS)
+
+    option(page, "e2e").click()
+    page.get_by_role("button", name="Ask to clarify…").click()
+    request = page.locator("#clarify-input")
+    expect(request).to_be_focused()
+    expect(page.locator("#clarify-count")).to_have_text("0 / 1000")
+    text = "Do the end-to-end tests need staging to be up?"
+    request.fill(text)
+    expect(page.locator("#clarify-count")).to_have_text(f"{len(text)} / 1000")
+    page.get_by_role("button", name="Send", exact=True).click()
+
+    expect(page.get_by_role("heading", name="Waiting for the agent…")).to_be_visible()
+    expect(page.locator(".waiting-request")).to_have_text("Do the end-to-end tests need staging to be up?")
+    expect(page.locator("#cancel-open")).to_be_visible()  # cancelling stays possible while waiting
+
+    details = web_agent.outcome(qid)
+    assert details["status"] == "needs_clarification"
+    assert details["revision"] == 1
+    assert "staging to be up" in json.dumps(details["clarificationRequest"])
+    assert details["draftAnswer"]["selectedOptionIds"] == ["e2e"]
+
+    web_agent.resume(qid, 1, "Yes: they run against the staging stack, so deploy staging first.")
+    response = page.locator(".clar-latest .clar-response")
+    expect(response).to_have_text("Yes: they run against the staging stack, so deploy staging first.")
+    expect(page.locator(".clar-latest .clar-ask .clar-text")).to_have_text(
+        "Do the end-to-end tests need staging to be up?"
+    )
+    expect(page.locator("#q-prompt")).to_have_text(CHECKS["prompt"])
+    expect(option(page, "e2e")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#continue")).to_have_text("Continue with 1 selection")
+
+    # A second clarification, sent with Enter this time; the first one stays readable.
+    page.get_by_role("button", name="Ask to clarify…").click()
+    page.locator("#clarify-input").fill("And the docs build?")
+    page.locator("#clarify-input").press("Enter")
+    expect(page.get_by_role("heading", name="Waiting for the agent…")).to_be_visible()
+    assert web_agent.outcome(qid)["revision"] == 2
+    web_agent.resume(qid, 2, "Only for releases that change docs/.")
+    expect(response).to_have_text("Only for releases that change docs/.")
+    expect(page.locator(".clar-earlier summary")).to_have_text("Earlier clarifications (1)")
+
+    option(page, "unit").click()
+    page.locator("#continue").click()
+    details = web_agent.outcome(qid)
+    assert details["status"] == "completed"
+    assert details["answers"] == [{"questionId": "checks", "selectedOptionIds": ["unit", "e2e"]}]
+    assert [c.get("response") for c in details["clarifications"]] == [
+        "Yes: they run against the staging stack, so deploy staging first.",
+        "Only for releases that change docs/.",
+    ]
+
+
+def test_cancel_asks_for_confirmation_in_an_accessible_dialog(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(TARGET)
+
+    opener = page.locator("#cancel-open")
+    opener.click()
+    dialog = page.get_by_role("dialog", name="Cancel this questionnaire?")
+    expect(dialog).to_be_visible()
+    expect(dialog.get_by_role("button", name="Keep answering")).to_be_focused()
+    page.keyboard.press("Escape")  # closes the dialog and changes nothing
+    expect(dialog).to_be_hidden()
+    expect(opener).to_be_focused()
+    expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
+
+    opener.click()
+    dialog.get_by_role("button", name="Keep answering").click()
+    expect(dialog).to_be_hidden()
+    opener.click()
+    dialog.get_by_role("button", name="Cancel questionnaire").click()
+
+    details = web_agent.outcome(qid)
+    assert details["status"] == "cancelled"
+    assert details["cancellationReason"] == "user_cancelled"
+    expect(idle_heading(page)).to_be_visible()
+    expect(page.locator(".idle-note")).to_have_text("You cancelled the last questionnaire.")
+
+
+def test_a_reload_mid_multi_keeps_the_draft_and_other_tabs_stay_in_sync(
+    web_page: Page, web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(CHECKS)
+
+    option(page, "unit").click()
+    option(page, "lint").click()
+    expect(page.locator("#draft-state")).to_have_text("Selections saved")  # echoed by the broker
+
+    errors: list[str] = []
+    other_tab = _watch(web_context.new_page(), errors)
+    open_client(other_tab, web_broker.url, web_sid)
+    expect(option(other_tab, "unit")).to_have_attribute("aria-pressed", "true")
+    expect(option(other_tab, "lint")).to_have_attribute("aria-pressed", "true")
+
+    page.reload()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+    expect(option(page, "unit")).to_have_attribute("aria-pressed", "true")
+    expect(option(page, "lint")).to_have_attribute("aria-pressed", "true")
+    expect(option(page, "e2e")).to_have_attribute("aria-pressed", "false")
+    expect(page.locator("#continue")).to_have_text("Continue with 2 selections")
+
+    option(other_tab, "e2e").click()  # a toggle in one tab shows in the other
+    expect(option(page, "e2e")).to_have_attribute("aria-pressed", "true")
+    expect(page.locator("#continue")).to_have_text("Continue with 3 selections")
+    page.locator("#continue").click()
+
+    details = web_agent.outcome(qid)
+    assert details["answers"] == [{"questionId": "checks", "selectedOptionIds": ["unit", "e2e", "lint"]}]
+    expect(idle_heading(other_tab)).to_be_visible()
+    assert errors == []
+
+
+def test_error_frames_are_shown_as_readable_messages(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    """Frames injected into the page's own connection make the real broker answer with errors."""
+    page = web_page
+    sockets: list[Any] = []
+    page.route_web_socket(re.compile(r"/v1/sessions/[^/]+/ws$"), lambda ws: sockets.append(ws.connect_to_server()))
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(TARGET)
+    expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
+    server = sockets[-1]
+
+    server.send(
+        json.dumps(
+            {
+                "type": "answer",
+                "questionnaireId": qid,
+                "step": 0,
+                "questionId": "deploy_target",
+                "selectedOptionIds": ["moon"],
+                "ref": "x1",
+            }
+        )
+    )
+    toast = page.locator(".toast[data-code='unknown_option']")
+    expect(toast).to_be_visible()
+    expect(toast).to_contain_text("That option is not part of this question")
+    expect(toast).to_contain_text('no option "moon"')
+
+    server.send(
+        json.dumps(
+            {
+                "type": "answer",
+                "questionnaireId": qid,
+                "step": 41,
+                "questionId": "deploy_target",
+                "selectedOptionIds": ["staging"],
+            }
+        )
+    )
+    expect(page.locator(".toast[data-code='stale_step']")).to_contain_text("That question had already moved on")
+
+    server.send(json.dumps({"type": "teleport"}))
+    bad = page.locator(".toast[data-code='bad_frame']")
+    expect(bad).to_contain_text("The broker could not read a message from this page")
+    bad.get_by_role("button", name="Dismiss message").click()
+    expect(bad).to_be_hidden()
+
+    # The question is untouched and still answerable.
+    option(page, "staging").click()
+    assert web_agent.outcome(qid)["answers"] == [{"questionId": "deploy_target", "selectedOptionIds": ["staging"]}]
+
+
+def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
+    web_page: Page, web_broker: Any, web_sid: str
+) -> None:
+    page = web_page
+    page.goto(web_broker.url + "/")
+    expect(page.get_by_role("heading", name="Open this page with a session link")).to_be_visible()
+    expect(page.locator("pre.code")).to_contain_text("#session=SESSION_ID&token=CLIENT_TOKEN")
+    expect(page.locator("main")).to_contain_text("qbroker token --session SESSION_ID --role client")
+
+    page.goto(f"{web_broker.url}/#session={web_sid}")
+    expect(page.locator("main")).to_contain_text("The link names a session but has no token.")
+
+    page.get_by_text("Or enter them here").click()
+    expect(page.get_by_label("Session id")).to_have_value(web_sid)
+    page.get_by_label("Client token").fill(token(web_sid, "client"))
+    page.get_by_role("button", name="Join session").click()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+    expect(idle_heading(page)).to_be_visible()
+
+
+@pytest.mark.parametrize(
+    ("make_token", "title"),
+    [
+        (lambda sid: "not-a-token", "This link's token was not accepted"),
+        (lambda sid: token(sid, "agent"), "This link's token was not accepted"),
+        (lambda sid: token(sid + "-elsewhere", "client"), "This token belongs to another session"),
+    ],
+    ids=["garbage-4401", "agent-role-4401", "other-session-4403"],
+)
+def test_a_rejected_token_is_explained_and_not_retried(
+    web_page: Page, web_broker: Any, web_sid: str, make_token: Any, title: str
+) -> None:
+    page = web_page
+    sockets: list[str] = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    page.goto(link(web_broker.url, web_sid, make_token(web_sid)))
+    expect(page.get_by_role("heading", name=title)).to_be_visible()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#conn-retry")).to_be_hidden()  # no reconnect is scheduled
+    assert len(sockets) == 1
+
+
+def test_the_page_reconnects_after_a_redis_backed_broker_restarts_and_continues(web_page: Page, web_sid: str) -> None:
+    page = web_page
+    with redis_server() as redis:
+        port = free_port()
+        with broker(redis.url, port=port, client_wait=10, reconnect_grace=60) as first:
+            agent = Agent(first.url, web_sid)
+            try:
+                open_client(page, first.url, web_sid)
+                qid = agent.start(TARGET, CHECKS)
+                option(page, "staging").click()
+                expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
+                option(page, "unit").click()
+                expect(page.locator("#draft-state")).to_have_text("Selections saved")
+            finally:
+                agent.close()
+            first.stop()
+        expect(page.locator("#conn")).to_have_attribute("data-state", re.compile("waiting|connecting|offline"))
+        expect(page.locator("#offline-banner")).to_be_visible()
+        expect(page.locator("#q-prompt")).to_have_text(CHECKS["prompt"])  # still on screen
+
+        with broker(redis.url, port=port, client_wait=10, reconnect_grace=60) as second:
+            expect(page.locator("#conn")).to_have_attribute("data-state", "connected", timeout=RECONNECT_TIMEOUT_MS)
+            expect(page.locator("#offline-banner")).to_be_hidden()
+            expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
+            expect(option(page, "unit")).to_have_attribute("aria-pressed", "true")
+            option(page, "e2e").click()
+            page.locator("#continue").click()
+            agent = Agent(second.url, web_sid)
+            try:
+                details = agent.outcome(qid)
+            finally:
+                agent.close()
+    assert details["status"] == "completed"
+    assert details["answers"] == [
+        {"questionId": "deploy_target", "selectedOptionIds": ["staging"]},
+        {"questionId": "checks", "selectedOptionIds": ["unit", "e2e"]},
+    ]
+
+
+def test_the_page_reconnects_after_a_memory_broker_restarts_and_waits_for_new_questions(
+    web_page: Page, web_sid: str
+) -> None:
+    page = web_page
+    port = free_port()
+    with broker(port=port, client_wait=10) as first:
+        agent = Agent(first.url, web_sid)
+        try:
+            open_client(page, first.url, web_sid)
+            agent.start(TARGET)
+            expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
+        finally:
+            agent.close()
+        first.stop()
+    expect(page.locator("#conn")).to_have_attribute("data-state", re.compile("waiting|connecting|offline"))
+    expect(page.locator("#conn")).to_contain_text(re.compile("retrying|Reconnecting"))
+
+    with broker(port=port, client_wait=10) as second:
+        # The memory store forgot everything: the page says so by waiting for new questions.
+        expect(page.locator("#conn")).to_have_attribute("data-state", "connected", timeout=RECONNECT_TIMEOUT_MS)
+        expect(idle_heading(page)).to_be_visible()
+        agent = Agent(second.url, web_sid)
+        try:
+            qid = agent.start(NOTIFY)
+            option(page, "nobody").click()
+            assert agent.outcome(qid)["answers"] == [{"questionId": "notify", "selectedOptionIds": ["nobody"]}]
+        finally:
+            agent.close()
+
+
+def test_screenshot_of_a_multi_question_mid_answer_on_desktop_and_phone(
+    web_browser: Browser, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    """Takes docs/screenshot-web.png: desktop in the light scheme, a phone in the dark one."""
+    errors: list[str] = []
+    desktop_context = _new_context(web_browser, viewport={"width": 1040, "height": 1000}, color_scheme="light")
+    phone_context = _new_context(
+        web_browser, viewport=PHONE, color_scheme="dark", device_scale_factor=2, is_mobile=True, has_touch=True
+    )
+    try:
+        desktop = _watch(desktop_context.new_page(), errors)
+        open_client(desktop, web_broker.url, web_sid)
+        checks = {**CHECKS, "allowOther": True}
+        rollout = {
+            "id": "rollout",
+            "label": "Rollout",
+            "prompt": "How should it roll out?",
+            "type": "single",
+            "options": [{"id": "all", "label": "All at once"}, {"id": "canary", "label": "Canary first"}],
+        }
+        qid = web_agent.start(TARGET, checks, rollout, NOTIFY)
+        option(desktop, "staging").click()
+        option(desktop, "unit").click()
+        option(desktop, "e2e").click()
+        desktop.get_by_role("button", name="Ask to clarify…").click()
+        desktop.locator("#clarify-input").fill("Do the end-to-end tests need staging to be up?")
+        desktop.locator("#clarify-input").press("Enter")
+        expect(desktop.get_by_role("heading", name="Waiting for the agent…")).to_be_visible()
+        web_agent.resume(qid, 1, "Yes: they run against the staging stack, so staging is deployed first.")
+        expect(desktop.locator(".clar-latest .clar-response")).to_be_visible()
+        desktop.get_by_role("button", name=re.compile("^Other…")).click()
+        desktop.locator("#other-input").fill("Smoke test on the canary")
+        expect(desktop.locator("#draft-state")).to_have_text("Selections saved")
+        expect(desktop.locator("#continue")).to_have_text("Continue with 3 selections")
+        option(desktop, "e2e").focus()
+        desktop.keyboard.press("ArrowDown")  # keyboard focus: a visible focus ring in the picture
+        expect(option(desktop, "lint")).to_be_focused()
+        desktop.evaluate("window.scrollTo(0, 0)")
+        desktop_png = desktop.screenshot(full_page=True, animations="disabled")
+
+        # A phone in the dark scheme on the same session: the draft, Other text included, syncs.
+        phone = _watch(phone_context.new_page(), errors)
+        open_client(phone, web_broker.url, web_sid)
+        expect(option(phone, "e2e")).to_have_attribute("aria-pressed", "true")
+        expect(phone.locator("#other-input")).to_have_value("Smoke test on the canary")
+        expect(phone.locator(".clar-latest .clar-response")).to_be_visible()
+        assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "horizontal scroll"
+        background = phone.evaluate("getComputedStyle(document.body).backgroundColor")
+        assert _luminance(background) < 0.2, f"dark scheme expected, body background is {background}"
+        assert _luminance(desktop.evaluate("getComputedStyle(document.body).backgroundColor")) > 0.8
+        phone.locator("#q-label").scroll_into_view_if_needed()
+        phone.evaluate("window.scrollTo(0, document.querySelector('.clarifications').offsetTop - 70)")
+        phone_png = phone.screenshot(animations="disabled")
+
+        _compose(web_browser, desktop_png, phone_png, SCREENSHOT)
+        assert SCREENSHOT.stat().st_size > 20_000
+    finally:
+        desktop_context.close()
+        phone_context.close()
+    assert errors == []
+
+
+def _luminance(css_color: str) -> float:
+    red, green, blue = (int(x) for x in re.findall(r"\d+", css_color)[:3])
+    return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+def _compose(browser: Browser, desktop_png: bytes, phone_png: bytes, path: Path) -> None:
+    """Both screenshots side by side on one canvas, rendered by the same browser."""
+    desktop_src = "data:image/png;base64," + base64.b64encode(desktop_png).decode()
+    phone_src = "data:image/png;base64," + base64.b64encode(phone_png).decode()
+    html = f"""<!doctype html><html><head><style>
+      html, body {{ margin: 0; }}
+      body {{ display: inline-flex; align-items: flex-start; gap: 44px; padding: 40px 44px;
+             background: linear-gradient(135deg, #e7e9f7, #d9dcf0 55%, #2a2d45 55.1%, #1b1d2c); }}
+      .desktop {{ width: 900px; border-radius: 12px; overflow: hidden;
+                  box-shadow: 0 24px 60px rgba(20, 24, 60, .28); border: 1px solid #c9cde0; background: #fff; }}
+      .bar {{ height: 30px; background: #eceef5; display: flex; gap: 7px; align-items: center; padding: 0 12px; }}
+      .bar i {{ width: 11px; height: 11px; border-radius: 50%; background: #c8ccd9; display: block; }}
+      .desktop img {{ width: 900px; display: block; }}
+      .phone {{ width: 330px; margin-top: 60px; border-radius: 38px; padding: 11px; background: #05060a;
+                box-shadow: 0 24px 60px rgba(0, 0, 0, .5); }}
+      .phone img {{ width: 100%; display: block; border-radius: 28px; }}
+    </style></head><body>
+      <div class="desktop"><div class="bar"><i></i><i></i><i></i></div><img src="{desktop_src}"></div>
+      <div class="phone"><img src="{phone_src}"></div>
+    </body></html>"""
+    context = browser.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=1)
+    try:
+        page = context.new_page()
+        page.set_content(html)
+        page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
+        box = page.evaluate(
+            "(() => { const r = document.body.getBoundingClientRect(); return [r.width, r.height]; })()"
+        )
+        path.parent.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(path), clip={"x": 0, "y": 0, "width": box[0], "height": box[1]}, full_page=True)
+    finally:
+        context.close()
