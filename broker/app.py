@@ -14,6 +14,7 @@ from starlette.staticfiles import StaticFiles
 
 from broker import http, ws
 from broker.config import Config
+from broker.metrics import CONTENT_TYPE
 from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store
@@ -24,6 +25,12 @@ WEB_DIR = Path(__file__).resolve().parent.parent / "clients" / "web"
 async def healthz(request: Request) -> Response:
     """Liveness: the process answers."""
     return JSONResponse({"status": "ok"})
+
+
+async def metrics(request: Request) -> Response:
+    """Prometheus text format."""
+    broker: Broker = request.app.state.broker
+    return Response(broker.metrics.render(), media_type=CONTENT_TYPE)
 
 
 async def readyz(request: Request) -> Response:
@@ -51,6 +58,7 @@ def create_app(config: Config, store: Store | None = None) -> Starlette:
     routes = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
+        Route("/metrics", metrics),
         *http.routes,
         *ws.routes,
     ]

@@ -92,6 +92,19 @@ class CommandFrame:
 ClientFrame = Hello | Ping | CommandFrame
 
 _COMMON: Final = frozenset({"type", "ref"})
+_COMMAND_TYPES: Final[dict[type, str]] = {
+    Draft: "draft",
+    AnswerQuestion: "answer",
+    Clarify: "clarify",
+    Cancel: "cancel",
+}
+
+
+def frame_type(frame: ClientFrame) -> str:
+    """The wire ``type`` of a parsed client frame."""
+    if isinstance(frame, CommandFrame):
+        return _COMMAND_TYPES[type(frame.command)]
+    return "hello" if isinstance(frame, Hello) else "ping"
 
 
 def parse_client_frame(value: Any) -> ClientFrame:

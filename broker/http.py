@@ -93,6 +93,7 @@ async def _guarded(request: Request, handler: Callable[[Request], Awaitable[Resp
     try:
         return await handler(request)
     except BrokerError as exc:
+        _broker(request).metrics.errors.labels(exc.code).inc()
         return error_response(exc)
     except StoreUnavailable:
         log.warning("store unavailable", extra={"path": request.url.path})

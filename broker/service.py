@@ -28,6 +28,7 @@ from broker.config import Config
 from broker.errors import BrokerError
 from broker.frames import Codec
 from broker.machine import Command, Questionnaire
+from broker.metrics import Metrics
 from broker.model import Question, ResumeInput
 from broker.store.base import Notice, Store, StoreUnavailable
 
@@ -110,6 +111,7 @@ class Broker:
         self.clock = clock
         self.hubs: dict[str, SessionHub] = {}
         self.shutting_down = asyncio.Event()
+        self.metrics = Metrics()
         self._tasks: list[asyncio.Task[None]] = []
 
     # --- life cycle ------------------------------------------------------------------
@@ -149,6 +151,7 @@ class Broker:
         fresh = machine.start(str(uuid.uuid4()), session_id, questions, now)
         stored = await self.store.create(fresh, idempotency_key)
         if stored.id == fresh.id:
+            self.metrics.started.inc()
             log.info(
                 "questionnaire started",
                 extra={"session": session_id, "questionnaire": stored.id, "questions": len(questions)},
@@ -246,12 +249,14 @@ class Broker:
         await self._ensure_subscribed(hub)
         connection.deliver(Encoded(frames.welcome(connection.client_id, connection.session_id)))
         await self.refresh(hub, newcomer=connection)
+        self.metrics.connections.inc()
         log.info("client joined", extra={"session": connection.session_id, "client": connection.client_id})
 
     async def leave(self, connection: Connection) -> None:
         hub = self.hubs.get(connection.session_id)
         if hub is None or hub.clients.pop(connection.client_id, None) is None:
             return
+        self.metrics.connections.dec()
         with contextlib.suppress(StoreUnavailable):
             await self.store.leave(connection.session_id, connection.client_id, self.clock())
         await self._release(hub)
@@ -259,9 +264,13 @@ class Broker:
 
     async def command(self, connection: Connection, frame: frames.CommandFrame) -> None:
         """Run a client command; on refusal send an ``error`` (and a fresh view if stale)."""
+        hub = self._hub(connection.session_id)
+        with self.metrics.timed(self.metrics.frame_seconds, frames.frame_type(frame)):
+            await self._command(hub, connection, frame)
+
+    async def _command(self, hub: SessionHub, connection: Connection, frame: frames.CommandFrame) -> None:
         session_id = connection.session_id
         command = frame.command
-        hub = self._hub(session_id)
         try:
             if hub.shown_id != command.questionnaire_id:
                 await self.refresh(hub)  # our view may be behind another process's
@@ -273,6 +282,7 @@ class Broker:
                 )
             new = await self.update(session_id, command.questionnaire_id, command, known=known)
         except BrokerError as exc:
+            self.metrics.errors.labels(exc.code).inc()
             connection.deliver(Encoded(frames.error(exc.code, exc.message, frame.ref)))
             if exc.code == "stale_step":
                 await self.refresh(hub)
@@ -304,7 +314,11 @@ class Broker:
                 if cached:
                     continue  # judge the command against the store's state, not a cache
                 raise
-            if await self.store.compare_and_set(new, state.version):
+            with self.metrics.timed(self.metrics.commit_seconds):
+                written = await self.store.compare_and_set(new, state.version)
+            if written:
+                if new.is_outcome:
+                    self.metrics.outcomes.labels(new.status, new.cancellation_reason or "").inc()
                 hub = self.hubs.get(session_id)
                 if hub is not None:
                     hub.poke()

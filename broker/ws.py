@@ -97,6 +97,7 @@ def origin_allowed(websocket: WebSocket, allowed: tuple[str, ...]) -> bool:
 async def _close(websocket: WebSocket, code: int, reason: str = "") -> None:
     if websocket.application_state == WebSocketState.DISCONNECTED:
         return
+    websocket.app.state.broker.metrics.closes.labels(str(code)).inc()
     with contextlib.suppress(Exception):
         await websocket.close(code, reason)
 
@@ -195,8 +196,10 @@ async def _command_loop(websocket: WebSocket, broker: Broker, connection: Client
         try:
             frame = frames.parse_client_frame(frames.decode(_payload(message), connection.codec))
         except BrokerError as exc:
+            broker.metrics.errors.labels(exc.code).inc()
             connection.deliver(Encoded(frames.error(exc.code, exc.message, exc.ref)))
             continue
+        broker.metrics.frames.labels(frames.frame_type(frame)).inc()
         if isinstance(frame, frames.Ping):
             connection.deliver(Encoded(frames.pong()))
         elif isinstance(frame, frames.Hello):
