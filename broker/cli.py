@@ -13,6 +13,7 @@ import argparse
 import importlib
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 # name -> (module, one-line help). Order is the order shown by --help.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -26,8 +27,17 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+class _Parser(argparse.ArgumentParser):
+    """Usage errors exit 1, not argparse's 2: ``qbroker ask`` reserves 2 for
+    "needs clarification", and scripts must never mistake a typo for that."""
+
+    def error(self, message: str) -> NoReturn:
+        self.print_usage(sys.stderr)
+        self.exit(1, f"{self.prog}: error: {message}\n")
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="qbroker",
         description="qbroker: a real-time dialog broker that lets AI agents ask people "
         "structured questions.",

@@ -1,0 +1,359 @@
+"""``qbroker mcp``: the questionnaire tool for any MCP host (Claude Code, Claude Desktop, ...).
+
+A stdio Model Context Protocol server built on the official ``mcp`` Python SDK's low-level
+``Server`` (which lets us publish an exact ``inputSchema``). It exposes one tool,
+``questionnaire``, whose input is the seed's tool input verbatim and whose result is the
+broker's tool result: the text (first line ``<MARKER> questionnaireId=.. revision=..``) as
+content and the versioned ``details`` object as structured content. A call blocks until the
+questionnaire has an outcome (202s are followed); while it waits, progress notifications
+go out when the host asked for them, so hosts that reset their timeout on progress keep
+waiting. Broker refusals (``invalid_arguments``, ``stale_revision``,
+``unknown_questionnaire``, ...) come back as tool errors (``isError: true``) carrying the
+broker's message, so the model can read and fix its call.
+
+    qbroker mcp --url http://127.0.0.1:8700 --session demo --token "$AGENT_TOKEN"
+
+Nothing but JSON-RPC may reach stdout: diagnostics go to stderr.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import uuid
+from typing import TYPE_CHECKING, Any, Final
+
+if TYPE_CHECKING:
+    import mcp_types as types
+
+TOOL_NAME: Final = "questionnaire"
+
+# Limits from the seed (and broker/model.py, which enforces them on the broker side).
+MAX_QUESTIONS: Final = 20
+MAX_OPTIONS: Final = 50
+MAX_ID: Final = 128
+MAX_LABEL: Final = 200
+MAX_PROMPT: Final = 2000
+MAX_DESCRIPTION: Final = 500
+MAX_CLARIFICATION: Final = 1000
+
+
+def _text(max_length: int, description: str) -> dict[str, Any]:
+    return {"type": "string", "minLength": 1, "maxLength": max_length, "description": description}
+
+
+OPTION_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id"],
+    "properties": {
+        "id": _text(MAX_ID, "Stable option id, unique within its question; what you read back."),
+        "label": _text(MAX_LABEL, "Short display text (defaults to the id)."),
+        "description": _text(MAX_DESCRIPTION, "Optional one-line hint, only when the label is not self-explanatory."),
+    },
+}
+
+QUESTION_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["id", "prompt", "type", "options"],
+    "properties": {
+        "id": _text(MAX_ID, "Stable, descriptive question id, unique in the call (e.g. deploy_target)."),
+        "label": _text(MAX_LABEL, "Short label shown in the progress list (defaults to the id)."),
+        "prompt": _text(MAX_PROMPT, "One clear question sentence."),
+        "type": {
+            "type": "string",
+            "enum": ["single", "multi"],
+            "description": "single: exactly one answer is valid. multi: several may be chosen.",
+        },
+        "options": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_OPTIONS,
+            "items": OPTION_SCHEMA,
+            "description": f"1-{MAX_OPTIONS} options, in the order to show them.",
+        },
+        "allowOther": {
+            "type": "boolean",
+            "default": True,
+            "description": "Offer a free-text Other answer (default true). "
+            "Set false when a custom answer is meaningless.",
+        },
+        "minSelections": {
+            "type": "integer",
+            "minimum": 0,
+            "maximum": MAX_OPTIONS + 1,
+            "default": 0,
+            "description": "multi only. Set 1 whenever an empty answer is not useful. Other counts as one choice.",
+        },
+        "maxSelections": {
+            "type": "integer",
+            "minimum": 1,
+            "maximum": MAX_OPTIONS + 1,
+            "description": "multi only, and only when the task needs a ceiling.",
+        },
+    },
+}
+
+INPUT_SCHEMA: Final[dict[str, Any]] = {
+    "type": "object",
+    "additionalProperties": False,
+    "required": ["action"],
+    "properties": {
+        "action": {
+            "type": "string",
+            "enum": ["start", "resume"],
+            "description": "start: send only `questions`. resume: send only `questionnaireId`, "
+            "`revision` and `clarificationResponse`, copied from the latest "
+            "QUESTIONNAIRE_NEEDS_CLARIFICATION result.",
+        },
+        "questions": {
+            "type": "array",
+            "minItems": 1,
+            "maxItems": MAX_QUESTIONS,
+            "items": QUESTION_SCHEMA,
+            "description": f"start only: 1-{MAX_QUESTIONS} related questions, asked in this order.",
+        },
+        "questionnaireId": _text(MAX_ID, "resume only: the exact questionnaireId from the latest result."),
+        "revision": {
+            "type": "integer",
+            "minimum": 1,
+            "description": "resume only: the exact revision from the latest result.",
+        },
+        "clarificationResponse": _text(
+            MAX_CLARIFICATION,
+            "resume only: a concise summary of the explanation you just gave the user.",
+        ),
+    },
+}
+
+TOOL_DESCRIPTION: Final = """\
+Ask the user several related multiple-choice questions in one dialog (a terminal or browser \
+UI the user has open) and get the answers back as the stable ids you declared.
+
+Use it when:
+- two or more related choices must be settled before you can continue;
+- each choice has a known, bounded set of options you can name;
+- the user asked to be prompted with a menu, list or form;
+- a previous result was QUESTIONNAIRE_NEEDS_CLARIFICATION (then resume, see below).
+
+Do not use it when:
+- the question is open-ended and better answered in prose;
+- one trivial yes/no confirmation is enough: just ask in normal text;
+- you would be asking for secrets, passwords, API keys, tokens or other credentials \
+(not even through the free-text Other answer);
+- you already know the answer, or can find it by reading files or running a read-only command.
+Ask only what changes what you will do.
+
+How to ask: put every related question into ONE start call (never a chain of questionnaires \
+for one decision). Give each question and option a stable, descriptive id; ids are what you \
+read back, labels are only display text. Use type "single" when exactly one answer is valid \
+and "multi" when several are; on multi set minSelections: 1 unless an empty answer is useful. \
+allowOther defaults to true; set false when a custom answer is unusable.
+
+Reading the result: the first line is `<MARKER> questionnaireId=<id> revision=<n>` with \
+MARKER one of QUESTIONNAIRE_COMPLETED, QUESTIONNAIRE_NEEDS_CLARIFICATION, \
+QUESTIONNAIRE_CANCELLED, QUESTIONNAIRE_UNAVAILABLE. Answers read \
+`<questionId>: optionIds=[...] other="..."`. Cancelled and unavailable are real outcomes: \
+never guess answers the user did not give.
+
+After QUESTIONNAIRE_NEEDS_CLARIFICATION the user paused on a question to ask you something; \
+earlier answers are stored. You MUST (1) answer their request in normal text, briefly, then \
+(2) immediately call this tool with action "resume" and exactly the questionnaireId and \
+revision from that result plus clarificationResponse (a summary of your answer, <= 1000 \
+characters). Never resend questions, never start a new questionnaire instead, never guess \
+the pending answer, and do not end your turn without resuming. It can happen again with a \
+higher revision: answer and resume each time.\
+"""
+
+SERVER_INSTRUCTIONS: Final = (
+    "qbroker lets you ask the user structured multiple-choice questions through the "
+    "`questionnaire` tool; the call returns when the user has answered, cancelled, asked "
+    "for a clarification (then answer and resume) or cannot be reached."
+)
+
+
+def tool_definition() -> Any:
+    import mcp_types as types
+
+    return types.Tool(
+        name=TOOL_NAME,
+        title="Ask the user a questionnaire",
+        description=TOOL_DESCRIPTION,
+        input_schema=INPUT_SCHEMA,
+        annotations=types.ToolAnnotations(
+            title="Ask the user a questionnaire",
+            read_only_hint=False,
+            destructive_hint=False,
+            idempotent_hint=False,
+            open_world_hint=True,
+        ),
+    )
+
+
+def tool_json() -> dict[str, Any]:
+    """The tool as plain JSON: ``{name, description, inputSchema}`` (MCP's field names).
+
+    Function-calling APIs take the same three things (Anthropic: ``input_schema``;
+    OpenAI: ``function.parameters``).
+    """
+    return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "inputSchema": INPUT_SCHEMA}
+
+
+def build_server(client: Any) -> Any:
+    """The MCP server around an ``AsyncQBrokerClient`` (``client``)."""
+    import mcp_types as types
+    from mcp.server import Server
+
+    from clients.agent import QBrokerError, QBrokerTimeout, _thaw
+
+    async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[tool_definition()])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        if params.name != TOOL_NAME:
+            return _tool_error(f"unknown tool {params.name!r}; the only tool is {TOOL_NAME!r}")
+        arguments = dict(params.arguments or {})
+        progress = 0
+
+        async def on_pending(pending: Any) -> None:
+            nonlocal progress
+            progress += 1
+            await ctx.session.report_progress(
+                progress,
+                message=f"waiting for the user (questionnaireId={pending.questionnaire_id} "
+                f"revision={pending.revision} step={pending.step})",
+            )
+
+        try:
+            result = await client.call(arguments, idempotency_key=str(uuid.uuid4()), on_pending=on_pending)
+        except QBrokerTimeout as exc:
+            hint = ""
+            if exc.pending is not None:
+                hint = (
+                    f" The questionnaire {exc.pending.questionnaire_id} is still open with the "
+                    "user; do not start a new one for the same decision."
+                )
+            return _tool_error(f"questionnaire: {exc.message}.{hint}", exc.code)
+        except QBrokerError as exc:
+            return _tool_error(exc.message, exc.code)
+        return types.CallToolResult(
+            content=[types.TextContent(type="text", text=result.text)],
+            structured_content=_thaw(result.details),
+            is_error=False,
+        )
+
+    return Server(
+        "qbroker",
+        version=_version(),
+        instructions=SERVER_INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _tool_error(message: str, code: str | None = None) -> types.CallToolResult:
+    import mcp_types as types
+
+    text = message if code is None else f"{message}\n(error code: {code})"
+    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("qbroker")
+    except Exception:  # not installed as a distribution: running from a checkout
+        return "0.1.0"
+
+
+# --- qbroker mcp ------------------------------------------------------------------------
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.description = (
+        "Serve the `questionnaire` tool to an MCP host over stdio (the host starts this\n"
+        "command; it speaks JSON-RPC on stdin/stdout)."
+    )
+    parser.epilog = """\
+example host configuration (Claude Code: .mcp.json; Claude Desktop: claude_desktop_config.json):
+  {"mcpServers": {"qbroker": {
+      "command": "qbroker",
+      "args": ["mcp", "--url", "http://127.0.0.1:8700", "--session", "demo"],
+      "env": {"QBROKER_TOKEN": "<agent token from `qbroker token --session demo --role agent`>"}}}}
+
+try it by hand:
+  npx @modelcontextprotocol/inspector qbroker mcp --url http://127.0.0.1:8700 --session demo
+"""
+    parser.add_argument(
+        "--url",
+        default=os.environ.get("QBROKER_URL"),
+        help="the broker's base URL (default: $QBROKER_URL)",
+    )
+    parser.add_argument(
+        "--session",
+        default=os.environ.get("QBROKER_SESSION"),
+        help="session id the questionnaires belong to (default: $QBROKER_SESSION)",
+    )
+    parser.add_argument("--token", default=None, help="agent token (default: $QBROKER_TOKEN)")
+    parser.add_argument(
+        "--wait",
+        type=float,
+        default=25.0,
+        metavar="SECONDS",
+        help="long-poll window of each broker request; a progress notification follows each (default: 25)",
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=None,
+        metavar="SECONDS",
+        help="end a tool call with an error after this long (default: wait for the outcome)",
+    )
+    parser.add_argument(
+        "--print-tool",
+        action="store_true",
+        help="print the tool definition (name, description, inputSchema) as JSON and exit; "
+        "handy for agents that are not MCP hosts",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    if args.print_tool:
+        print(json.dumps(tool_json(), indent=2, ensure_ascii=False))
+        return 0
+    missing = [flag for flag in ("url", "session") if not getattr(args, flag)]
+    if missing:
+        names = ", ".join(f"--{flag}" for flag in missing)
+        print(f"qbroker mcp: error: the following arguments are required: {names}", file=sys.stderr)
+        return 1
+
+    import anyio
+
+    from clients.agent import AsyncQBrokerClient
+
+    token = args.token or os.environ.get("QBROKER_TOKEN") or None
+    if not token:
+        print(
+            "qbroker mcp: warning: no --token and no $QBROKER_TOKEN; the broker will refuse the calls (unauthorized)",
+            file=sys.stderr,
+        )
+
+    async def main() -> None:
+        from mcp.server.stdio import stdio_server
+
+        async with AsyncQBrokerClient(args.url, args.session, token, wait=args.wait, timeout=args.timeout) as client:
+            server = build_server(client)
+            async with stdio_server() as (read_stream, write_stream):
+                await server.run(read_stream, write_stream, server.create_initialization_options())
+
+    try:
+        anyio.run(main)
+    except ValueError as exc:
+        print(f"qbroker mcp: error bad_arguments: {exc}", file=sys.stderr)
+        return 1
+    return 0

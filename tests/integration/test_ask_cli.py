@@ -1,0 +1,238 @@
+"""``qbroker ask`` / ``qbroker resume`` as real processes against a live broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.scripted_client import ScriptedClient
+from tests.support import REPO_ROOT, BrokerProcess, broker, token
+
+EXAMPLES = Path(REPO_ROOT, "examples")
+QUICK = 20.0
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[BrokerProcess]:
+    with broker(client_wait=1) as process:
+        yield process
+
+
+@pytest.fixture
+def sid() -> str:
+    return f"cli-{uuid.uuid4().hex[:12]}"
+
+
+@dataclass
+class Done:
+    code: int
+    stdout: str
+    stderr: str
+
+
+class Command:
+    """A running ``python -m broker.cli ...``; ``stderr_line`` waits for progress output."""
+
+    def __init__(self, process: asyncio.subprocess.Process) -> None:
+        self.process = process
+        self.stderr_lines: list[str] = []
+
+    async def stderr_line(self, containing: str, timeout: float = QUICK) -> str:
+        assert self.process.stderr is not None
+        async with asyncio.timeout(timeout):
+            while True:
+                raw = await self.process.stderr.readline()
+                if not raw:
+                    raise AssertionError(f"stderr ended without {containing!r}: {self.stderr_lines}")
+                line = raw.decode()
+                self.stderr_lines.append(line)
+                if containing in line:
+                    return line
+
+    async def finish(self, timeout: float = QUICK) -> Done:
+        try:
+            stdout, stderr = await asyncio.wait_for(self.process.communicate(), timeout)
+        except TimeoutError:
+            self.process.kill()
+            await self.process.wait()
+            raise
+        assert self.process.returncode is not None
+        return Done(self.process.returncode, stdout.decode(), "".join(self.stderr_lines) + stderr.decode())
+
+
+async def qbroker(live: BrokerProcess, sid: str, *args: str, stdin: bytes | None = None, auth: bool = True) -> Command:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    if auth:
+        env["QBROKER_TOKEN"] = token(sid, "agent")  # the default for --token
+    process = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "broker.cli",
+        *args,
+        "--url",
+        live.url,
+        "--session",
+        sid,
+        stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+        cwd=str(REPO_ROOT),
+    )
+    if stdin is not None:
+        assert process.stdin is not None
+        process.stdin.write(stdin)
+        await process.stdin.drain()
+        process.stdin.close()
+    return Command(process)
+
+
+def person(live: BrokerProcess, sid: str) -> Any:
+    return ScriptedClient.connect(live.ws_url, sid, token(sid, "client"))
+
+
+def first_line(text: str) -> tuple[str, dict[str, str]]:
+    marker, *pairs = text.splitlines()[0].split()
+    return marker, dict(pair.split("=", 1) for pair in pairs)
+
+
+async def test_ask_prints_the_result_text_and_exits_0_when_completed(live: BrokerProcess, sid: str) -> None:
+    async with person(live, sid) as someone:
+        ask = await qbroker(live, sid, "ask", str(EXAMPLES / "deploy.json"))
+        closed = await someone.answer_all(
+            {"deploy_target": ["production"], "checks": {"selected": ["lint"], "other": "fuzz"}}
+        )
+        done = await ask.finish()
+    assert done.code == 0, done.stderr
+    marker, ids = first_line(done.stdout)
+    assert marker == "QUESTIONNAIRE_COMPLETED"
+    assert ids == {"questionnaireId": closed["questionnaireId"], "revision": "0"}
+    assert "deploy_target: optionIds=[production]" in done.stdout
+    assert 'checks: optionIds=[lint] other="fuzz"' in done.stdout
+
+
+async def test_ask_json_reads_standard_input_and_prints_the_whole_result(live: BrokerProcess, sid: str) -> None:
+    tool_input = (EXAMPLES / "single.json").read_bytes()
+    async with person(live, sid) as someone:
+        ask = await qbroker(live, sid, "ask", "-", "--json", stdin=tool_input)
+        await someone.answer_all({"license": {"selected": [], "other": "MPL-2.0"}})
+        done = await ask.finish()
+    assert done.code == 0, done.stderr
+    result = json.loads(done.stdout)
+    assert result["isError"] is False
+    assert result["content"][0]["text"].startswith("QUESTIONNAIRE_COMPLETED")
+    assert result["details"]["answers"] == [{"questionId": "license", "selectedOptionIds": [], "other": "MPL-2.0"}]
+
+
+async def test_clarification_exits_2_and_resume_finishes_it(live: BrokerProcess, sid: str) -> None:
+    async with person(live, sid) as someone:
+        ask = await qbroker(live, sid, "ask", str(EXAMPLES / "onboarding.json"))
+        question = await someone.wait_for("question")
+        await someone.clarify(question, "Is infra on call?")
+        await someone.wait_for("suspended")
+        asked = await ask.finish()
+        assert asked.code == 2, asked.stderr
+        marker, ids = first_line(asked.stdout)
+        assert marker == "QUESTIONNAIRE_NEEDS_CLARIFICATION" and ids["revision"] == "1"
+        assert "Is infra on call?" in asked.stdout
+
+        resume = await qbroker(
+            live,
+            sid,
+            "resume",
+            "--id",
+            ids["questionnaireId"],
+            "--revision",
+            "1",
+            "--response",
+            "-",
+            stdin=b"Yes, from the second month.\n",
+        )
+        again = await someone.wait_for("question")
+        assert again["clarifications"][0]["response"] == "Yes, from the second month."
+        await someone.answer_all(first=again)
+        done = await resume.finish()
+    assert done.code == 0, done.stderr
+    assert first_line(done.stdout) == (
+        "QUESTIONNAIRE_COMPLETED",
+        {"questionnaireId": ids["questionnaireId"], "revision": "1"},
+    )
+
+    stale = await qbroker(live, sid, "resume", "--id", ids["questionnaireId"], "--revision", "1", "--response", "again")
+    refused = await stale.finish()
+    assert refused.code == 1 and refused.stdout == ""
+    assert "error not_awaiting_clarification: questionnaire:" in refused.stderr
+
+
+async def test_cancelled_exits_3(live: BrokerProcess, sid: str) -> None:
+    async with person(live, sid) as someone:
+        ask = await qbroker(live, sid, "ask", str(EXAMPLES / "multi-other.json"))
+        await someone.cancel(await someone.wait_for("question"))
+        done = await ask.finish()
+    assert done.code == 3, done.stderr
+    assert done.stdout.startswith("QUESTIONNAIRE_CANCELLED")
+
+
+async def test_unavailable_exits_4(live: BrokerProcess, sid: str) -> None:
+    done = await (await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"))).finish()
+    assert done.code == 4, done.stderr
+    assert done.stdout.startswith("QUESTIONNAIRE_UNAVAILABLE")
+
+
+async def test_ask_reattaches_after_a_202(live: BrokerProcess, sid: str) -> None:
+    async with person(live, sid) as someone:
+        ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--wait", "0.3")
+        question = await someone.wait_for("question")
+        line = await ask.stderr_line("waiting for the person")
+        assert f"questionnaireId={question['questionnaireId']}" in line
+        await someone.answer(question, ["mit"])
+        done = await ask.finish()
+    assert done.code == 0, done.stderr
+    assert "license: optionIds=[mit]" in done.stdout
+
+
+async def test_the_same_idempotency_key_twice_is_one_questionnaire(live: BrokerProcess, sid: str) -> None:
+    async with person(live, sid) as someone:
+        args = ("ask", str(EXAMPLES / "single.json"), "--idempotency-key", "release-7")
+        first = await qbroker(live, sid, *args)
+        question = await someone.wait_for("question")
+        second = await qbroker(live, sid, *args, "--wait", "0.3")
+        line = await second.stderr_line("waiting for the person")
+        assert f"questionnaireId={question['questionnaireId']}" in line  # attached to the same one
+        await someone.answer(question, ["apache_2"])
+        one, two = await first.finish(), await second.finish()
+        await someone.wait_for("idle")
+    assert (one.code, two.code) == (0, 0), (one.stderr, two.stderr)
+    assert one.stdout == two.stdout
+    assert first_line(one.stdout)[1]["questionnaireId"] == question["questionnaireId"]
+    assert [f["questionnaireId"] for f in someone.received if f["type"] == "question"] == [question["questionnaireId"]]
+
+
+@pytest.mark.parametrize(
+    ("args", "stdin", "auth", "expected"),
+    [
+        (("ask", "-"), b'{"action": "start", "questions": []}', True, "error invalid_arguments: questionnaire:"),
+        (("ask", "-"), b"not json", True, "error bad_input:"),
+        (("ask", "/nonexistent/tool-input.json"), None, True, "error bad_input:"),
+        (("ask", str(EXAMPLES / "single.json")), None, False, "error unauthorized:"),
+        (("resume", "--id", "nope", "--revision", "1", "--response", "x"), None, True, "error unknown_questionnaire:"),
+        (("resume", "--id", "nope", "--revision", "x", "--response", "x"), None, True, "invalid int value"),
+    ],
+)
+async def test_errors_exit_1_and_name_the_code_on_stderr(
+    live: BrokerProcess, sid: str, args: tuple[str, ...], stdin: bytes | None, auth: bool, expected: str
+) -> None:
+    done = await (await qbroker(live, sid, *args, stdin=stdin, auth=auth)).finish()
+    assert done.code == 1
+    assert expected in done.stderr
+    assert done.stdout == ""

@@ -1,0 +1,229 @@
+"""``qbroker mcp`` driven by the official MCP SDK's own stdio client, against a live broker."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.stdio import StdioServerParameters, stdio_client
+
+from tests.scripted_client import ScriptedClient
+from tests.support import REPO_ROOT, BrokerProcess, broker, token
+
+EXAMPLES = Path(REPO_ROOT, "examples")
+QUICK = 20.0
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[BrokerProcess]:
+    with broker(client_wait=1) as process:
+        yield process
+
+
+@pytest.fixture
+def sid() -> str:
+    return f"mcp-{uuid.uuid4().hex[:12]}"
+
+
+@asynccontextmanager
+async def mcp_session(live: BrokerProcess, sid: str, *extra: str) -> AsyncIterator[ClientSession]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "broker.cli", "mcp", "--url", live.url, "--session", sid, "--token", token(sid, "agent"), *extra],
+        env=env,
+        cwd=str(REPO_ROOT),
+    )
+    with open(os.devnull, "w") as errlog:
+        async with stdio_client(params, errlog=errlog) as (read, write), ClientSession(read, write) as session:
+            await asyncio.wait_for(session.initialize(), QUICK)
+            yield session
+
+
+def person(live: BrokerProcess, sid: str) -> Any:
+    return ScriptedClient.connect(live.ws_url, sid, token(sid, "client"))
+
+
+def text_of(result: Any) -> str:
+    return "\n".join(item.text for item in result.content if item.type == "text")
+
+
+def walk(schema: Any, path: str = "$") -> Iterator[tuple[str, dict[str, Any]]]:
+    if isinstance(schema, dict):
+        yield path, schema
+        for key, value in schema.items():
+            yield from walk(value, f"{path}.{key}")
+    elif isinstance(schema, list):
+        for index, value in enumerate(schema):
+            yield from walk(value, f"{path}[{index}]")
+
+
+async def tool_schema(session: ClientSession) -> tuple[Any, dict[str, Any]]:
+    listed = await session.list_tools()
+    assert [tool.name for tool in listed.tools] == ["questionnaire"]
+    tool = listed.tools[0]
+    return tool, tool.input_schema
+
+
+async def test_the_one_tool_has_the_seed_schema_with_bounds_and_no_anyof(live: BrokerProcess, sid: str) -> None:
+    async with mcp_session(live, sid) as session:
+        tool, schema = await tool_schema(session)
+
+    objects = [(path, node) for path, node in walk(schema) if node.get("type") == "object"]
+    assert len(objects) == 3  # tool input, question, option
+    for path, node in objects:
+        assert node.get("additionalProperties") is False, path
+    for path, node in walk(schema):
+        assert not {"anyOf", "oneOf", "allOf", "$ref"} & node.keys(), path
+
+    props = schema["properties"]
+    assert schema["required"] == ["action"]
+    assert props["action"] == {**props["action"], "type": "string", "enum": ["start", "resume"]}
+    assert (props["questions"]["minItems"], props["questions"]["maxItems"]) == (1, 20)
+    assert props["revision"]["type"] == "integer" and props["revision"]["minimum"] == 1
+    assert props["clarificationResponse"]["maxLength"] == 1000
+    assert props["questionnaireId"]["type"] == "string"
+    question = props["questions"]["items"]["properties"]
+    assert question["type"]["enum"] == ["single", "multi"]
+    assert (question["options"]["minItems"], question["options"]["maxItems"]) == (1, 50)
+    assert (question["id"]["maxLength"], question["label"]["maxLength"], question["prompt"]["maxLength"]) == (
+        128,
+        200,
+        2000,
+    )
+    assert question["minSelections"]["type"] == question["maxSelections"]["type"] == "integer"
+    assert question["allowOther"]["type"] == "boolean"
+    option = question["options"]["items"]["properties"]
+    assert (option["id"]["maxLength"], option["label"]["maxLength"], option["description"]["maxLength"]) == (
+        128,
+        200,
+        500,
+    )
+
+    description = tool.description
+    for must in (
+        "QUESTIONNAIRE_NEEDS_CLARIFICATION",
+        '"resume"',
+        "open-ended",
+        "credentials",
+        "ONE start call",
+        "never guess",
+        "exactly the questionnaireId and",
+    ):
+        assert must in description, must
+
+    validator = jsonschema.Draft202012Validator(schema)
+    jsonschema.Draft202012Validator.check_schema(schema)
+    for example in sorted(EXAMPLES.glob("*.json")):
+        assert not list(validator.iter_errors(json.loads(example.read_text()))), example.name
+    assert list(validator.iter_errors({"action": "start", "questions": [], "extra": 1}))
+    assert list(validator.iter_errors({"action": "ask"}))
+
+
+async def test_start_waits_for_the_person_and_returns_the_text_and_details(live: BrokerProcess, sid: str) -> None:
+    deploy = json.loads((EXAMPLES / "deploy.json").read_text())
+    progress: list[tuple[float, str | None]] = []
+    reported = asyncio.Event()
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append((value, message))
+        reported.set()
+
+    async with person(live, sid) as someone, mcp_session(live, sid, "--wait", "0.3") as session:
+        call = asyncio.create_task(session.call_tool("questionnaire", deploy, progress_callback=on_progress))
+        question = await someone.wait_for("question")
+        # the server long-polls 0.3 s, gets a 202 and reports progress
+        await asyncio.wait_for(reported.wait(), QUICK)
+        await someone.answer_all({"deploy_target": ["staging"], "checks": ["unit", "lint"]}, first=question)
+        result = await asyncio.wait_for(call, QUICK)
+
+    assert result.is_error is False
+    qid = question["questionnaireId"]
+    assert text_of(result).splitlines()[0] == f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=0"
+    assert "checks: optionIds=[unit, lint]" in text_of(result)
+    assert result.structured_content["status"] == "completed"
+    assert result.structured_content["answers"][0] == {"questionId": "deploy_target", "selectedOptionIds": ["staging"]}
+    assert progress and f"questionnaireId={qid}" in (progress[0][1] or "")
+
+
+async def test_clarification_then_resume_through_the_tool(live: BrokerProcess, sid: str) -> None:
+    deploy = json.loads((EXAMPLES / "deploy.json").read_text())
+    async with person(live, sid) as someone, mcp_session(live, sid) as session:
+        call = asyncio.create_task(session.call_tool("questionnaire", deploy))
+        question = await someone.wait_for("question")
+        await someone.clarify(question, "What is a release window?")
+        await someone.wait_for("suspended")
+        asked = await asyncio.wait_for(call, QUICK)
+        assert asked.is_error is False
+        qid = question["questionnaireId"]
+        assert text_of(asked).startswith(f"QUESTIONNAIRE_NEEDS_CLARIFICATION questionnaireId={qid} revision=1")
+        assert asked.structured_content["clarificationRequest"]["request"] == "What is a release window?"
+
+        resume = {
+            "action": "resume",
+            "questionnaireId": qid,
+            "revision": 1,
+            "clarificationResponse": "An agreed time slot for production deploys.",
+        }
+        call = asyncio.create_task(session.call_tool("questionnaire", resume))
+        again = await someone.wait_for("question")
+        assert again["question"]["id"] == "deploy_target"
+        assert again["clarifications"][0]["response"] == resume["clarificationResponse"]
+        await someone.answer_all({"deploy_target": ["production"]}, first=again)
+        done = await asyncio.wait_for(call, QUICK)
+
+        assert done.is_error is False
+        assert text_of(done).startswith(f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=1")
+
+        stale = await session.call_tool("questionnaire", {**resume, "revision": 1})
+        assert stale.is_error is True
+        assert "questionnaire:" in text_of(stale) and "not_awaiting_clarification" in text_of(stale)
+
+
+@pytest.mark.parametrize(
+    ("arguments", "code"),
+    [
+        (
+            {
+                "action": "start",
+                "questions": [
+                    {"id": "q", "prompt": "?", "type": "single", "options": [{"id": "a"}], "minSelections": 1}
+                ],
+            },
+            "invalid_arguments",
+        ),
+        ({"action": "start", "questions": [], "questionnaireId": "x"}, "invalid_arguments"),
+        (
+            {"action": "resume", "questionnaireId": "no-such-id", "revision": 1, "clarificationResponse": "x"},
+            "unknown_questionnaire",
+        ),
+    ],
+)
+async def test_broker_refusals_are_tool_errors_with_the_broker_message(
+    live: BrokerProcess, sid: str, arguments: dict[str, Any], code: str
+) -> None:
+    async with mcp_session(live, sid) as session:
+        result = await asyncio.wait_for(session.call_tool("questionnaire", arguments), QUICK)
+    assert result.is_error is True
+    assert text_of(result).startswith("questionnaire:")
+    assert f"(error code: {code})" in text_of(result)
+
+
+async def test_nobody_connected_is_an_unavailable_result_not_an_error(live: BrokerProcess, sid: str) -> None:
+    single = json.loads((EXAMPLES / "single.json").read_text())
+    async with mcp_session(live, sid) as session:
+        result = await asyncio.wait_for(session.call_tool("questionnaire", single), QUICK)
+    assert result.is_error is False
+    assert text_of(result).startswith("QUESTIONNAIRE_UNAVAILABLE")
+    assert result.structured_content["cancellationReason"] == "ui_unavailable"

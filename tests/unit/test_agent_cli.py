@@ -1,0 +1,108 @@
+"""``qbroker ask`` / ``resume`` exit codes and output against httpx.MockTransport (no broker)."""
+
+from __future__ import annotations
+
+import io
+import json
+from typing import Any
+
+import httpx
+import pytest
+
+from broker.cli import main
+from clients import agent_cli
+from clients.agent import QBrokerClient
+from tests.unit.test_agent_sdk import QID, error, pending, tool_result
+
+ARGS = ["--url", "http://broker.test", "--session", "s", "--token", "t"]
+
+
+def use_replies(monkeypatch: pytest.MonkeyPatch, *replies: httpx.Response) -> list[httpx.Request]:
+    seen: list[httpx.Request] = []
+    queue = list(replies)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        seen.append(request)
+        return queue.pop(0)
+
+    def make_client(args: Any, **kw: Any) -> QBrokerClient:
+        return QBrokerClient(
+            args.url,
+            args.session,
+            args.token,
+            wait=args.wait,
+            timeout=args.timeout,
+            backoff=0,
+            poll_interval=0,
+            transport=httpx.MockTransport(handler),
+            **kw,
+        )
+
+    monkeypatch.setattr(agent_cli, "_make_client", make_client)
+    return seen
+
+
+@pytest.mark.parametrize(
+    ("status", "code"),
+    [("completed", 0), ("needs_clarification", 2), ("cancelled", 3), ("unavailable", 4)],
+)
+def test_ask_exit_code_says_what_happened(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], status: str, code: int
+) -> None:
+    extra: dict[str, Any] = {}
+    if status == "needs_clarification":
+        extra["clarificationRequest"] = {"revision": 1, "questionId": "deploy_target", "request": "?"}
+    use_replies(monkeypatch, httpx.Response(200, json=tool_result(status, **extra)))
+    monkeypatch.setattr("sys.stdin", io.StringIO('{"action": "start", "questions": []}'))
+    assert main(["ask", "-", *ARGS]) == code
+    out = capsys.readouterr().out
+    assert out.startswith(f"QUESTIONNAIRE_{status.upper()} questionnaireId={QID}")
+
+
+def test_ask_json_prints_the_whole_tool_result_and_bare_question_lists_become_a_start(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seen = use_replies(monkeypatch, httpx.Response(202, json=pending()), httpx.Response(200, json=tool_result()))
+    monkeypatch.setattr("sys.stdin", io.StringIO('[{"id": "q"}]'))
+    assert main(["ask", "-", "--json", *ARGS]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out) == tool_result()
+    assert json.loads(seen[0].content) == {"action": "start", "questions": [{"id": "q"}]}
+    assert f"waiting for the person (questionnaireId={QID} revision=0 step=0)" in captured.err
+
+
+def test_resume_sends_the_resume_call_and_errors_name_the_code(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    use_replies(monkeypatch, httpx.Response(409, json=error("stale_revision", "questionnaire: latest is 3")))
+    assert main(["resume", "--id", QID, "--revision", "2", "--response", "because", *ARGS]) == 1
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.strip() == "qbroker resume: error stale_revision: questionnaire: latest is 3"
+
+
+def test_usage_errors_exit_1_so_that_2_always_means_needs_clarification(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as info:
+        main(["resume", "--id", "x", *ARGS])
+    assert info.value.code == 1
+    assert "--revision" in capsys.readouterr().err
+
+
+def test_help_lists_the_exit_codes_and_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in ("ask", "resume"):
+        with pytest.raises(SystemExit) as info:
+            main([command, "--help"])
+        assert info.value.code == 0
+        text = capsys.readouterr().out
+        assert "examples:" in text and "QUESTIONNAIRE_NEEDS_CLARIFICATION" in text
+        assert "QBROKER_TOKEN" in text
+
+
+def test_mcp_print_tool_prints_the_exact_tool_definition(capsys: pytest.CaptureFixture[str]) -> None:
+    from clients.mcp import INPUT_SCHEMA, TOOL_DESCRIPTION
+
+    assert main(["mcp", "--print-tool"]) == 0
+    tool = json.loads(capsys.readouterr().out)
+    assert tool == {"name": "questionnaire", "description": TOOL_DESCRIPTION, "inputSchema": INPUT_SCHEMA}
