@@ -66,7 +66,8 @@ def verify_token(secret: str, token: str, *, role: Role) -> Claims:
     if not isinstance(sid, str) or token_role not in ROLES:
         raise BrokerError("unauthorized", "invalid token claims")
     if token_role != role:
-        raise BrokerError("unauthorized", f"a {token_role} token cannot be used as {role}")
+        article = "an" if token_role == "agent" else "a"
+        raise BrokerError("unauthorized", f"{article} {token_role} token cannot be used by a {role}")
     return Claims(sid=sid, role=token_role, exp=float(exp) if exp is not None else None)
 
 

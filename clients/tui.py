@@ -1,0 +1,372 @@
+"""``qbroker tui``: answer a session's questionnaires in the terminal.
+
+A full-screen prompt_toolkit application over one websocket to the broker. All state,
+key handling and drawing live in ``clients.tui_model`` (pure, unit-tested); this module
+only wires it to a terminal and a socket:
+
+* ``Connection`` keeps one websocket open: hello, then every frame into the model; it
+  reconnects with exponential backoff and jitter after a network error or a broker
+  restart, and gives up (exit status 1) on close codes 4400/4401/4403, which a retry
+  cannot fix.
+* The application draws ``model.render(columns, rows)`` into one window and turns key
+  presses into ``model.key(...)``, sending whatever frames that returns.
+
+Ctrl+C (or SIGINT) quits with status 0 and the terminal restored.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from typing import TYPE_CHECKING, Any
+
+from clients.tui_model import (
+    FATAL_CLOSE_CODES,
+    TuiModel,
+    backoff_delay,
+    describe_close,
+    validate_session,
+    websocket_url,
+)
+
+if TYPE_CHECKING:
+    from prompt_toolkit.application import Application
+
+SUBPROTOCOL = "qbroker.v1.json"
+
+STYLE: dict[str, str] = {
+    "header": "bg:#303446 #c6d0f5",
+    "header.brand": "bg:#8caaee #232634 bold",
+    "header.ok": "bg:#303446 #a6d189 bold",
+    "header.wait": "bg:#303446 #e5c890 bold",
+    "header.bad": "bg:#303446 #e78284 bold",
+    "progress.head": "#c6d0f5 bold",
+    "progress.answered": "#a6d189",
+    "progress.current": "#8caaee bold underline",
+    "progress.pending": "#737994",
+    "progress.sep": "#51576d",
+    "title": "#ffffff bold",
+    "hint": "#838ba7 italic",
+    "prompt": "#c6d0f5",
+    "clar.label": "#ca9ee6 bold",
+    "clar.request": "#a5adce italic",
+    "clar.response": "#ef9f76",
+    "separator": "#51576d",
+    "row": "",
+    "row.hl": "bg:#414559 bold",
+    "marker": "#8caaee bold",
+    "check.on": "#a6d189 bold",
+    "check.off": "#737994",
+    "option.label": "#ffffff",
+    "option.desc": "#949cbb",
+    "action": "#99d1db",
+    "action.cancel": "#e78284",
+    "scroll": "#737994 italic",
+    "input.frame": "#8caaee",
+    "input.title": "#8caaee bold",
+    "input.count": "#838ba7",
+    "input.text": "#ffffff",
+    "input.cursor": "reverse",
+    "wait": "#e5c890 bold",
+    "idle.title": "#c6d0f5 bold",
+    "idle.text": "#838ba7",
+    "status.info": "#99d1db",
+    "status.ok": "#a6d189 bold",
+    "status.warn": "#e5c890 bold",
+    "status.error": "#e78284 bold",
+    "status.confirm": "bg:#e5c890 #232634 bold",
+    "help": "#737994",
+    "help.key": "#c6d0f5 bold",
+}
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--url", required=True, help="the broker's base URL, e.g. http://127.0.0.1:8700")
+    parser.add_argument("--session", required=True, help="the session id to answer for")
+    parser.add_argument(
+        "--token",
+        default=None,
+        help="a client token for the session (default: $QBROKER_TOKEN)",
+    )
+    parser.add_argument("--name", default=None, help="how this client is named to the broker (default: tui@HOST)")
+
+
+def run(args: argparse.Namespace) -> int:
+    token = args.token or os.environ.get("QBROKER_TOKEN", "")
+    if not token:
+        print("qbroker tui: no token: pass --token or set QBROKER_TOKEN", file=sys.stderr)
+        return 2
+    problem = validate_session(args.session)
+    if problem:
+        print(f"qbroker tui: invalid --session: {problem}", file=sys.stderr)
+        return 2
+    try:
+        ws_url = websocket_url(args.url, args.session)
+    except ValueError as exc:
+        print(f"qbroker tui: invalid --url: {exc}", file=sys.stderr)
+        return 2
+    name = args.name or f"tui@{socket.gethostname()}"
+    model = TuiModel(args.session, ws_url)
+    try:
+        code = asyncio.run(_main(model, ws_url, token, name))
+    except KeyboardInterrupt:
+        code = 0
+    if model.fatal_message:
+        print(f"qbroker tui: {model.fatal_message}", file=sys.stderr)
+    return code
+
+
+class Connection:
+    """One websocket at a time to the session, re-opened with backoff until told to stop."""
+
+    def __init__(self, model: TuiModel, url: str, token: str, name: str, on_change: Any) -> None:
+        self.model = model
+        self.url = url
+        self.token = token
+        self.name = name
+        self.on_change = on_change  # called after every state change (redraw)
+        self.outbox: asyncio.Queue[dict[str, Any]] | None = None
+        self.fatal = asyncio.Event()
+
+    def send(self, frames: list[dict[str, Any]]) -> None:
+        if self.outbox is not None:
+            for frame in frames:
+                self.outbox.put_nowait(frame)
+
+    async def run(self) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+        from websockets.typing import Subprotocol
+
+        attempt = 0
+        while True:
+            self.model.connecting(attempt)
+            self.on_change()
+            reason = "connection lost"
+            try:
+                async with connect(
+                    self.url,
+                    subprotocols=[Subprotocol(SUBPROTOCOL)],
+                    open_timeout=10,
+                    close_timeout=2,
+                    max_size=1 << 20,
+                    ping_interval=15,
+                    ping_timeout=15,
+                ) as ws:
+                    if ws.subprotocol != SUBPROTOCOL:
+                        reason = "the server did not accept the qbroker.v1.json subprotocol"
+                        raise ConnectionError(reason)
+                    hello = {
+                        "type": "hello",
+                        "token": self.token,
+                        "client": {"kind": "tui", "name": self.name},
+                    }
+                    await ws.send(json.dumps(hello))
+                    self.outbox = asyncio.Queue()
+                    sender = asyncio.create_task(self._pump(ws, self.outbox))
+                    try:
+                        async for raw in ws:
+                            frame = json.loads(raw)
+                            if not isinstance(frame, dict):
+                                continue
+                            if frame.get("type") == "welcome":
+                                attempt = 0
+                            self._apply(frame)
+                            self.on_change()
+                    finally:
+                        self.outbox = None
+                        sender.cancel()
+                    code, why = ws.close_code, ws.close_reason or ""
+                    reason = describe_close(code, why)
+            except ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "")
+            except InvalidURI as exc:
+                self._give_up(f"invalid URL: {exc}")
+                return
+            except (OSError, InvalidHandshake, TimeoutError, ConnectionError, ValueError) as exc:
+                code = None
+                reason = _network_reason(exc)
+            if code in FATAL_CLOSE_CODES:
+                self._give_up(reason)
+                return
+            delay = backoff_delay(attempt)
+            attempt += 1
+            deadline = time.monotonic() + delay
+            self.model.disconnected(reason, deadline)
+            while (left := deadline - time.monotonic()) > 0:
+                self.on_change()  # the countdown
+                await asyncio.sleep(min(1.0, left))
+
+    def _apply(self, frame: dict[str, Any]) -> None:
+        try:
+            self.model.apply(frame)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # A frame this client cannot read must not take the whole screen down.
+            self.model.apply(
+                {
+                    "type": "error",
+                    "code": "unreadable_frame",
+                    "message": f"Could not show a {frame.get('type')!r} frame from the broker ({type(exc).__name__})",
+                }
+            )
+
+    async def _pump(self, ws: Any, outbox: asyncio.Queue[dict[str, Any]]) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        while True:
+            frame = await outbox.get()
+            try:
+                await ws.send(json.dumps(frame))
+            except ConnectionClosed:
+                return  # the reader sees the close too, and reconnects
+
+    def _give_up(self, message: str) -> None:
+        self.model.fatal(message)
+        self.fatal.set()
+        self.on_change()
+
+
+def _network_reason(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the broker running?)"
+    if isinstance(exc, TimeoutError):
+        return "timed out connecting"
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]
+
+
+def _build_app(model: TuiModel, conn: Connection) -> Application[int]:
+    from prompt_toolkit.application import Application
+    from prompt_toolkit.application.current import get_app
+    from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
+    from prompt_toolkit.keys import Keys
+    from prompt_toolkit.layout import Layout, Window
+    from prompt_toolkit.layout.controls import FormattedTextControl
+    from prompt_toolkit.output import ColorDepth
+    from prompt_toolkit.styles import Style
+
+    def fragments() -> list[tuple[str, str]]:
+        size = get_app().output.get_size()
+        out: list[tuple[str, str]] = []
+        try:
+            lines = model.render(size.columns, size.rows, time.monotonic())
+        except Exception as exc:  # noqa: BLE001 - a drawing bug must not end the session
+            lines = [[("class:status.error", f" could not draw the screen: {exc!r}"[: size.columns])]]
+        for i, line in enumerate(lines):
+            if i:
+                out.append(("", "\n"))
+            out.extend(line)
+        return out
+
+    bindings = KeyBindings()
+
+    def bind(key: str | Keys, name: str) -> None:
+        @bindings.add(key, eager=True)
+        def _(event: KeyPressEvent) -> None:
+            conn.send(model.key(name))
+
+    for key, name in [
+        ("up", "up"),
+        ("down", "down"),
+        ("pageup", "pageup"),
+        ("pagedown", "pagedown"),
+        ("home", "home"),
+        ("end", "end"),
+        ("enter", "enter"),
+        ("space", "space"),
+        ("escape", "escape"),
+        ("backspace", "backspace"),
+        ("delete", "delete"),
+        ("left", "left"),
+        ("right", "right"),
+        ("tab", "tab"),
+        ("c-u", "clear_line"),
+        ("c-p", "up"),
+        ("c-n", "down"),
+    ]:
+        bind(key, name)
+
+    @bindings.add("c-c", eager=True)
+    def _quit(event: KeyPressEvent) -> None:
+        event.app.exit(result=0)
+
+    @bindings.add(Keys.Any)
+    def _char(event: KeyPressEvent) -> None:
+        data = event.data
+        if data and data.isprintable():
+            conn.send(model.key("char", data))
+
+    @bindings.add(Keys.BracketedPaste)
+    def _paste(event: KeyPressEvent) -> None:
+        conn.send(model.key("paste", event.data))
+
+    # prompt_toolkit assumes 256 colours unless told; most terminals that say so do 24-bit.
+    depth = ColorDepth.from_env()
+    if depth is None and os.environ.get("COLORTERM", "").lower() in ("truecolor", "24bit"):
+        depth = ColorDepth.DEPTH_24_BIT
+    app: Application[int] = Application(
+        layout=Layout(
+            Window(
+                FormattedTextControl(fragments, focusable=True, show_cursor=False),
+                wrap_lines=False,
+                always_hide_cursor=True,
+            )
+        ),
+        key_bindings=bindings,
+        style=Style.from_dict(STYLE),
+        full_screen=True,
+        mouse_support=False,
+        color_depth=depth,
+    )
+    app.ttimeoutlen = 0.05  # a lone Escape is a key, not the start of a sequence, after 50 ms
+    app.timeoutlen = 0.05
+    return app
+
+
+async def _main(model: TuiModel, ws_url: str, token: str, name: str) -> int:
+    app_ref: list[Application[int]] = []
+
+    def redraw() -> None:
+        if app_ref:
+            app_ref[0].invalidate()
+
+    conn = Connection(model, ws_url, token, name, redraw)
+    app = _build_app(model, conn)
+    app_ref.append(app)
+    loop = asyncio.get_running_loop()
+
+    async def connection() -> None:
+        await conn.run()
+        # A fatal error can come before the application runs: wait (bounded) until it does.
+        for _ in range(500):
+            if app.is_running:
+                break
+            await asyncio.sleep(0.01)
+        if app.is_running and not app.is_done:
+            app.exit(result=1)
+
+    def on_sigterm() -> None:
+        if app.is_running:
+            app.exit(result=128 + signal.SIGTERM)
+
+    with contextlib.suppress(NotImplementedError, RuntimeError):  # non-Unix loops
+        loop.add_signal_handler(signal.SIGTERM, on_sigterm)
+
+    task = asyncio.create_task(connection())
+    try:
+        result = await app.run_async()
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down anyway
+            await task
+    if conn.fatal.is_set():
+        return 1
+    return int(result or 0)

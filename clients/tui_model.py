@@ -1,0 +1,1031 @@
+"""The terminal client's view-model: state, keys and drawing, with no terminal and no I/O.
+
+Theory of operation
+-------------------
+``TuiModel`` is driven by three kinds of input and produces two kinds of output:
+
+* ``apply(frame)`` feeds it a decoded broker frame (``welcome``, ``question``,
+  ``suspended``, ``closed``, ``idle``, ``error``, ``pong``);
+* ``key(name, data)`` feeds it a key press (names below) and returns the client frames
+  to send (``answer``, ``draft``, ``clarify``, ``cancel``), already carrying the
+  ``questionnaireId`` and ``step`` of the latest question/suspended frame;
+* ``connecting()/disconnected()/fatal()`` tell it what the websocket is doing;
+* ``render(width, height, now)`` returns exactly ``height`` lines of prompt_toolkit
+  style/text fragments, none wider than ``width`` cells.
+
+The broker is the authority: the model never advances on its own. Choosing an answer
+sends a frame and marks the model *busy* until the broker's next frame arrives (a new
+``question``, ``suspended``, ``closed`` or ``idle``, or an ``error`` that explains why
+nothing changed). Multi-select toggles are applied locally at once and sent as ``draft``
+frames; the broker echoes every draft to every client of the session, and the model
+ignores the echoes of its own drafts still in flight so that fast toggling never flickers.
+
+Key names: ``up down pageup pagedown home end enter space escape backspace delete left
+right tab clear_line`` plus ``char`` and ``paste`` with ``data``.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Literal
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from clients.tui_text import cells, clean, hard_wrap, truncate, wrap
+
+Frame = dict[str, Any]
+Fragment = tuple[str, str]
+Line = list[Fragment]
+
+OTHER_LIMIT = 2000
+CLARIFY_LIMIT = 1000
+SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
+
+# Close codes after which reconnecting cannot help: show the reason and exit non-zero.
+FATAL_CLOSE_CODES: dict[int, str] = {
+    4400: "the broker rejected the connection",
+    4401: "the broker refused the token",
+    4403: "the token is for another session",
+}
+CLOSE_REASONS: dict[int, str] = {
+    1000: "connection closed",
+    1001: "the broker is shutting down",
+    1006: "connection lost",
+    1008: "rate limit exceeded",
+    1009: "a frame was too large",
+    1011: "broker error",
+    1012: "the broker is restarting",
+    4408: "hello timed out",
+}
+
+ERROR_TEXT: dict[str, str] = {
+    "stale_step": "That question changed meanwhile (answered on another screen?) — showing the latest.",
+    "bad_frame": "The broker did not understand the client (bad frame).",
+    "rate_limited": "Too many actions at once — slow down a little.",
+}
+
+Mode = Literal["list", "other", "clarify", "confirm"]
+View = Literal["connecting", "idle", "question", "suspended"]
+Conn = Literal["connecting", "connected", "offline"]
+
+
+def validate_session(sid: str) -> str | None:
+    """An error message when ``sid`` is not a valid session id, else None."""
+    if not 1 <= len(sid) <= 128 or not set(sid) <= SESSION_CHARS:
+        return "session ids are 1-128 characters of A-Z a-z 0-9 . _ : -"
+    return None
+
+
+def websocket_url(base: str, sid: str) -> str:
+    """The session's websocket URL from the broker's base ``http(s)://`` URL."""
+    parts = urlsplit(base.strip())
+    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
+    if scheme is None or not parts.netloc:
+        raise ValueError(f"expected an http:// or https:// URL, got {base!r}")
+    path = parts.path.rstrip("/") + f"/v1/sessions/{quote(sid, safe=':')}/ws"
+    return urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+def backoff_delay(
+    attempt: int, rng: Callable[[], float] = random.random, base: float = 0.5, cap: float = 10.0
+) -> float:
+    """Seconds to wait before reconnect ``attempt`` (0-based): exponential, capped, jittered.
+
+    The ceiling doubles per attempt up to ``cap``; the delay is drawn from the upper half of
+    it ("equal jitter"), so clients that lost the same broker do not return in lockstep.
+    """
+    ceiling = min(cap, base * (2 ** min(attempt, 30)))
+    return float(ceiling / 2 + rng() * ceiling / 2)
+
+
+def describe_close(code: int | None, reason: str = "") -> str:
+    text = FATAL_CLOSE_CODES.get(code or 0) or CLOSE_REASONS.get(code or 0) or "connection closed"
+    if code:
+        text += f" ({code}{': ' + reason if reason else ''})"
+    return text
+
+
+class TextInput:
+    """A one-paragraph editable text with a cursor and a length limit (in characters)."""
+
+    def __init__(self, limit: int, text: str = "") -> None:
+        self.limit = limit
+        self.text = text[:limit]
+        self.cursor = len(self.text)
+
+    def insert(self, data: str) -> bool:
+        """Insert at the cursor; returns False when (part of) it did not fit the limit."""
+        data = clean(data)
+        room = self.limit - len(self.text)
+        fits = data[: max(room, 0)]
+        self.text = self.text[: self.cursor] + fits + self.text[self.cursor :]
+        self.cursor += len(fits)
+        return len(fits) == len(data)
+
+    def backspace(self) -> None:
+        if self.cursor > 0:
+            self.text = self.text[: self.cursor - 1] + self.text[self.cursor :]
+            self.cursor -= 1
+
+    def delete(self) -> None:
+        self.text = self.text[: self.cursor] + self.text[self.cursor + 1 :]
+
+    def move(self, delta: int) -> None:
+        self.cursor = max(0, min(len(self.text), self.cursor + delta))
+
+    def home(self) -> None:
+        self.cursor = 0
+
+    def end(self) -> None:
+        self.cursor = len(self.text)
+
+    def clear_line(self) -> None:
+        self.text = self.text[self.cursor :]
+        self.cursor = 0
+
+
+@dataclass(frozen=True)
+class Row:
+    """One selectable row of the question screen."""
+
+    kind: Literal["option", "other", "clarify", "cancel"]
+    index: int = -1  # the option's index for kind == "option"
+
+
+@dataclass
+class Notice:
+    kind: Literal["info", "ok", "warn", "error"]
+    text: str
+
+
+class TuiModel:
+    def __init__(self, session: str, endpoint: str = "") -> None:
+        self.session = session
+        self.endpoint = endpoint
+        self.conn: Conn = "connecting"
+        self.attempt = 0
+        self.offline_reason = ""
+        self.retry_at: float | None = None
+        self.fatal_message: str | None = None
+        self.view: View = "connecting"
+        self.frame: Frame | None = None  # the latest question frame
+        self.suspended: Frame | None = None  # the latest suspended frame (view == "suspended")
+        self.mode: Mode = "list"
+        self.highlight = 0
+        self.selected: set[str] = set()
+        self.other: str | None = None  # multi: the additive Other text
+        self._last_other = ""  # what was typed last, to edit rather than retype
+        self.input = TextInput(OTHER_LIMIT)
+        self.notice: Notice | None = None
+        self.busy = False
+        self.page = 5
+        self._scroll = 0
+        self._ref = 0
+        self._draft_refs: set[int] = set()
+        self._confirm_from: View = "question"
+
+    # ------------------------------------------------------------------ connection
+
+    def connecting(self, attempt: int) -> None:
+        self.conn = "connecting"
+        self.attempt = attempt
+        self.retry_at = None
+
+    def disconnected(self, reason: str, retry_at: float | None) -> None:
+        self.conn = "offline"
+        self.offline_reason = reason
+        self.retry_at = retry_at
+        self.busy = False
+        self._draft_refs.clear()
+
+    def fatal(self, message: str) -> None:
+        self.conn = "offline"
+        self.fatal_message = message
+        self.retry_at = None
+
+    # ------------------------------------------------------------------ frames
+
+    @property
+    def is_multi(self) -> bool:
+        return self.frame is not None and self.frame["question"].get("type") == "multi"
+
+    def apply(self, frame: Frame) -> None:
+        kind = frame.get("type")
+        if kind == "welcome":
+            self.conn = "connected"
+            self.attempt = 0
+            self.retry_at = None
+            self.offline_reason = ""
+        elif kind == "question":
+            self._apply_question(frame)
+        elif kind == "suspended":
+            if not isinstance(frame.get("questionnaireId"), str) or not isinstance(frame.get("step"), int):
+                raise ValueError("suspended frame without questionnaireId/step")
+            self.view = "suspended"
+            self.suspended = frame
+            self.busy = False
+            self._draft_refs.clear()
+            if self.mode != "confirm":
+                self.mode = "list"
+        elif kind == "idle":
+            self.view = "idle"
+            self.frame = None
+            self.suspended = None
+            self.mode = "list"
+            self.busy = False
+            self._draft_refs.clear()
+        elif kind == "closed":
+            self.busy = False
+            self.notice = _closed_notice(frame)
+        elif kind == "error":
+            self.busy = False
+            ref = frame.get("ref")
+            if isinstance(ref, int):
+                self._draft_refs.discard(ref)
+            code = str(frame.get("code", "error"))
+            text = ERROR_TEXT.get(code) or str(frame.get("message") or code)
+            self.notice = Notice("error", f"{text} [{code}]")
+
+    def _apply_question(self, frame: Frame) -> None:
+        _check_question(frame)  # before anything changes: a bad frame leaves the state alone
+        old = self.frame if self.view == "question" else None
+        same_questionnaire = old is not None and old["questionnaireId"] == frame["questionnaireId"]
+        same_step = same_questionnaire and old is not None and old["step"] == frame["step"]
+        previous = self.frame
+        same_question = (
+            previous is not None
+            and previous["questionnaireId"] == frame["questionnaireId"]
+            and previous["question"]["id"] == frame["question"]["id"]
+        )
+        self.view = "question"
+        self.frame = frame
+        self.suspended = None
+        if same_step:
+            # A draft echo, another screen's toggle, or a resync after reconnecting.
+            if self._draft_refs:
+                self._draft_refs.pop()
+            else:
+                self._adopt_draft(frame)
+        else:
+            self.busy = False
+            self._draft_refs.clear()
+            self._adopt_draft(frame)
+            if not same_question:
+                self.highlight = 0
+                self._scroll = 0
+                self._last_other = self.other or ""
+            if self.mode != "confirm" or not same_questionnaire:
+                self.mode = "list"
+        self.highlight = max(0, min(self.highlight, len(self.rows()) - 1))
+
+    def _adopt_draft(self, frame: Frame) -> None:
+        draft = frame.get("draft") or {}
+        self.selected = set(draft.get("selectedOptionIds") or [])
+        other = draft.get("other")
+        self.other = other if isinstance(other, str) and other.strip() else None
+
+    # ------------------------------------------------------------------ rows and bounds
+
+    def rows(self) -> list[Row]:
+        if self.frame is None:
+            return []
+        q = self.frame["question"]
+        rows = [Row("option", i) for i in range(len(q["options"]))]
+        if q.get("allowOther", True):
+            rows.append(Row("other"))
+        rows.append(Row("clarify"))
+        rows.append(Row("cancel"))
+        return rows
+
+    def selection_count(self) -> int:
+        return len(self.selected) + (1 if self.other else 0)
+
+    def bounds(self) -> tuple[int, int | None]:
+        q = self.frame["question"] if self.frame else {}
+        return int(q.get("minSelections") or 0), q.get("maxSelections")
+
+    def bounds_text(self) -> str:
+        if not self.is_multi:
+            return "choose one"
+        low, high = self.bounds()
+        if high is None:
+            return f"choose at least {low}" if low else "choose any"
+        if low == high:
+            return f"choose exactly {low}"
+        return f"choose {low}–{high}" if low else f"choose up to {high}"
+
+    def ordered_selection(self) -> list[str]:
+        assert self.frame is not None
+        return [o["id"] for o in self.frame["question"]["options"] if o["id"] in self.selected]
+
+    # ------------------------------------------------------------------ keys
+
+    def key(self, name: str, data: str = "") -> list[Frame]:
+        """Handle one key press; returns the frames to send (possibly none)."""
+        if self.fatal_message:
+            return []
+        self.notice = None  # a notice answers the previous key; this one may set a new one
+        if self.mode == "confirm":
+            return self._key_confirm(name, data)
+        if self.view == "suspended":
+            if name == "escape":
+                self._open_confirm()
+            return []
+        if self.view != "question" or self.frame is None:
+            return []
+        if self.mode in ("other", "clarify"):
+            return self._key_input(name, data)
+        return self._key_list(name, data)
+
+    def _move(self, delta: int) -> None:
+        self.highlight = max(0, min(len(self.rows()) - 1, self.highlight + delta))
+
+    def _key_list(self, name: str, data: str) -> list[Frame]:
+        rows = self.rows()
+        if name == "up":
+            self._move(-1)
+        elif name == "down":
+            self._move(1)
+        elif name == "pageup":
+            self._move(-self.page)
+        elif name == "pagedown":
+            self._move(self.page)
+        elif name == "home":
+            self.highlight = 0
+        elif name == "end":
+            self.highlight = len(rows) - 1
+        elif name == "escape":
+            self._open_confirm()
+        elif name == "char" and data.isdigit() and data != "0":
+            index = int(data) - 1
+            if index < len(self.frame["question"]["options"]):  # type: ignore[index]
+                self.highlight = index
+        elif name in ("enter", "space"):
+            return self._activate(rows[self.highlight], toggle=name == "space")
+        return []
+
+    def _activate(self, row: Row, *, toggle: bool) -> list[Frame]:
+        if row.kind == "option":
+            if self.is_multi:
+                return self._toggle(row.index) if toggle else self._continue()
+            if toggle:
+                self.notice = Notice("info", "Press Enter to choose the highlighted option.")
+                return []
+            option = self.frame["question"]["options"][row.index]  # type: ignore[index]
+            return self._answer([option["id"]], None)
+        if row.kind == "other":
+            if self.is_multi and self.other:
+                # Multi: a filled Other row behaves like a checked option.
+                if not toggle:
+                    return self._continue()
+                if self._offline_refusal():
+                    return []
+                self._last_other, self.other = self.other, None
+                return self._draft()
+            self._open_input("other", self._last_other)
+            return []
+        if toggle:
+            return []
+        if row.kind == "clarify":
+            self._open_input("clarify", "")
+        else:
+            self._open_confirm()
+        return []
+
+    def _open_input(self, mode: Literal["other", "clarify"], text: str) -> None:
+        self.mode = mode
+        self.input = TextInput(OTHER_LIMIT if mode == "other" else CLARIFY_LIMIT, text)
+
+    def _open_confirm(self) -> None:
+        self._confirm_from = self.view
+        self.mode = "confirm"
+
+    def _offline_refusal(self) -> bool:
+        if self.conn == "connected":
+            return False
+        self.notice = Notice("warn", "Not connected — nothing was sent. Reconnecting…")
+        return True
+
+    def _toggle(self, index: int) -> list[Frame]:
+        if self._offline_refusal():
+            return []
+        option_id = self.frame["question"]["options"][index]["id"]  # type: ignore[index]
+        if option_id in self.selected:
+            self.selected.discard(option_id)
+        else:
+            _, high = self.bounds()
+            if high is not None and self.selection_count() >= high:
+                self.notice = Notice("warn", f"You can choose at most {high} — clear one with Space first.")
+                return []
+            self.selected.add(option_id)
+        return self._draft()
+
+    def _continue(self) -> list[Frame]:
+        low, high = self.bounds()
+        count = self.selection_count()
+        if count < low:
+            self.notice = Notice(
+                "warn",
+                f"Choose at least {low} (you have {count}) — Space toggles the highlighted option.",
+            )
+            return []
+        if high is not None and count > high:
+            self.notice = Notice("warn", f"Choose at most {high} (you have {count}).")
+            return []
+        return self._answer(self.ordered_selection(), self.other)
+
+    def _command(self, kind: str, **fields: Any) -> Frame:
+        source = self.suspended if self.view == "suspended" else self.frame
+        assert source is not None
+        self._ref += 1
+        return {
+            "type": kind,
+            "questionnaireId": source["questionnaireId"],
+            "step": source["step"],
+            **fields,
+            "ref": self._ref,
+        }
+
+    def _draft(self) -> list[Frame]:
+        fields: dict[str, Any] = {"selectedOptionIds": self.ordered_selection()}
+        if self.other:
+            fields["other"] = self.other
+        frame = self._command("draft", **fields)
+        self._draft_refs.add(frame["ref"])
+        return [frame]
+
+    def _answer(self, option_ids: list[str], other: str | None) -> list[Frame]:
+        if self.busy or self._offline_refusal():
+            return []
+        fields: dict[str, Any] = {
+            "questionId": self.frame["question"]["id"],  # type: ignore[index]
+            "selectedOptionIds": option_ids,
+        }
+        if other:
+            fields["other"] = other
+        self.busy = True
+        return [self._command("answer", **fields)]
+
+    def _key_input(self, name: str, data: str) -> list[Frame]:
+        box = self.input
+        if name in ("char", "space", "paste"):
+            if not box.insert(" " if name == "space" else data):
+                self.notice = Notice("warn", f"The limit is {box.limit} characters.")
+        elif name == "backspace":
+            box.backspace()
+        elif name == "delete":
+            box.delete()
+        elif name == "left":
+            box.move(-1)
+        elif name == "right":
+            box.move(1)
+        elif name == "home":
+            box.home()
+        elif name == "end":
+            box.end()
+        elif name == "clear_line":
+            box.clear_line()
+        elif name == "escape":
+            if self.mode == "other":
+                self._last_other = box.text
+            self.mode = "list"
+        elif name == "enter":
+            return self._submit_input()
+        return []
+
+    def _submit_input(self) -> list[Frame]:
+        text = self.input.text.strip()
+        if self.mode == "clarify":
+            if not text:
+                self.notice = Notice("warn", "Type your question for the agent, or Esc to go back.")
+                return []
+            if self.busy or self._offline_refusal():
+                return []
+            fields: dict[str, Any] = {"request": text}
+            if self.is_multi:
+                draft: dict[str, Any] = {"selectedOptionIds": self.ordered_selection()}
+                if self.other:
+                    draft["other"] = self.other
+                fields["draft"] = draft
+            self.busy = True
+            return [self._command("clarify", **fields)]
+        # Other
+        if not self.is_multi:
+            if not text:
+                self.notice = Notice("warn", "Type an answer, or Esc to go back.")
+                return []
+            return self._answer([], text)
+        if self._offline_refusal():
+            return []
+        if text and not self.other:
+            _, high = self.bounds()
+            if high is not None and self.selection_count() >= high:
+                self.notice = Notice("warn", f"You can choose at most {high} — clear an option to add Other.")
+                return []
+        self.other = text or None
+        self._last_other = text
+        self.mode = "list"
+        return self._draft()
+
+    def _key_confirm(self, name: str, data: str) -> list[Frame]:
+        if name == "char" and data.lower() == "y":
+            self.mode = "list"
+            if self._offline_refusal() or self.busy:
+                return []
+            if self.view not in ("question", "suspended"):
+                return []
+            self.busy = True
+            return [self._command("cancel")]
+        if name in ("escape", "enter") or (name == "char" and data.lower() == "n"):
+            self.mode = "list"
+        return []
+
+    # ------------------------------------------------------------------ drawing
+
+    def render(self, width: int, height: int, now: float = 0.0) -> list[Line]:
+        """Exactly ``height`` lines, none wider than ``width`` cells."""
+        width = max(width, 20)
+        height = max(height, 6)
+        top = [self._header(width, now)]
+        footer = [self._status_line(width, now), self._help_line(width)]
+        body_height = height - len(top) - len(footer)
+        if self.view == "question" and self.frame is not None:
+            body = self._question_body(width, body_height)
+        elif self.view == "suspended" and self.suspended is not None:
+            body = self._suspended_body(width, body_height)
+        elif self.view == "idle":
+            body = self._idle_body(width, body_height)
+        else:
+            body = self._connecting_body(width, body_height, now)
+        body = body[:body_height] + [[] for _ in range(body_height - len(body))]
+        return [_fit(line, width) for line in top + body + footer]
+
+    def _header(self, width: int, now: float) -> Line:
+        left: Line = [
+            ("class:header.brand", " ◆ qbroker "),
+            ("class:header", f" session {self.session}"),
+        ]
+        if self.fatal_message:
+            right: Line = [("class:header.bad", " ✗ disconnected ")]
+        elif self.conn == "connected":
+            right = [("class:header.ok", " ● connected ")]
+        elif self.conn == "connecting":
+            right = [("class:header.wait", " ◌ connecting… ")]
+        else:
+            wait = _seconds_left(self.retry_at, now)
+            right = [("class:header.bad", f" ○ offline · retry in {wait}s ")]
+        used = _width(left) + _width(right)
+        if used > width:
+            left = [left[0]]
+            used = _width(left) + _width(right)
+        return left + [("class:header", " " * max(0, width - used))] + right
+
+    def _progress(self, width: int) -> Line:
+        assert self.frame is not None
+        frame = self.frame
+        head = f"  Question {int(frame['index']) + 1} of {frame['total']}"
+        line: Line = [("class:progress.head", head)]
+        items = frame.get("progress") or []
+        room = width - cells(head) - 3
+        marks = {"answered": "✓", "current": "●", "pending": "○"}
+        for limit in (40, 20, 12, 6, 3):
+            parts = [
+                (
+                    f"class:progress.{it.get('state', 'pending')}",
+                    f"{marks.get(it.get('state'), '○')} " + truncate(clean(str(it.get("label", ""))), limit),
+                )
+                for it in items
+            ]
+            if sum(cells(text) + 2 for _, text in parts) <= room:
+                break
+        else:
+            # Too many questions for one line: a window around the current one.
+            current = next((i for i, it in enumerate(items) if it.get("state") == "current"), 0)
+            parts = [(f"class:progress.{it.get('state', 'pending')}", marks.get(it.get("state"), "○")) for it in items]
+            start = max(0, current - room // 4)
+            parts = parts[start:]
+        line.append(("", "   "))
+        for i, part in enumerate(parts):
+            if i:
+                line.append(("class:progress.sep", "  "))
+            line.append(part)
+        return line
+
+    def _title(self, width: int, label: str, hint: str) -> Line:
+        inner = width - 4
+        hint_text = f"  {hint}" if hint else ""
+        label = truncate(clean(label), max(4, inner - cells(hint_text)))
+        gap = max(0, inner - cells(label) - cells(hint_text))
+        return [("", "  "), ("class:title", label), ("", " " * gap), ("class:hint", hint_text)]
+
+    def _clarification_lines(self, inner: int, budget: int) -> list[Line]:
+        assert self.frame is not None
+        qid = self.frame["question"]["id"]
+        answered = [
+            c for c in self.frame.get("clarifications") or [] if c.get("questionId") == qid and c.get("response")
+        ]
+        if not answered or budget < 2:
+            return []
+        latest = answered[-1]
+        asked = wrap(str(latest["request"]), inner - 11, max_lines=1)
+        reply_budget = max(1, budget - 1)
+        reply = wrap(str(latest["response"]), inner - 11, max_lines=reply_budget)
+        lines: list[Line] = [
+            [
+                ("", "  "),
+                ("class:clar.label", "You asked "),
+                ("", " "),
+                ("class:clar.request", asked[0]),
+            ]
+        ]
+        for i, text in enumerate(reply):
+            label = "Agent     " if i == 0 else "          "
+            lines.append([("", "  "), ("class:clar.label", label), ("", " "), ("class:clar.response", text)])
+        return lines
+
+    def _question_body(self, width: int, height: int) -> list[Line]:
+        assert self.frame is not None
+        q = self.frame["question"]
+        inner = max(10, width - 4)
+        head: list[Line] = [self._progress(width), []]
+        title = self._title(width, str(q.get("label") or q["id"]), self.bounds_text())
+        if self.mode in ("other", "clarify"):
+            lower = self._input_box(width)
+            lower_min = len(lower)
+        else:
+            blocks = self._row_blocks(width)
+            total = sum(len(lines) for _, lines in blocks)
+            lower_min = min(total, 7)
+        text_budget = height - len(head) - 1 - 1 - lower_min  # title, spacer
+        clar = self._clarification_lines(inner, min(6, max(0, text_budget - 2)))
+        if clar:
+            clar.append([])
+        prompt_budget = max(1, text_budget - len(clar))
+        prompt = [
+            [("", "  "), ("class:prompt", t)] for t in wrap(str(q.get("prompt", "")), inner, max_lines=prompt_budget)
+        ]
+        upper = head + [title] + prompt + [[]] + clar
+        room = max(1, height - len(upper))
+        if self.mode in ("other", "clarify"):
+            return upper + lower
+        return upper + self._viewport(blocks, room, width)
+
+    def _row_blocks(self, width: int) -> list[tuple[int | None, list[Line]]]:
+        assert self.frame is not None
+        q = self.frame["question"]
+        multi = self.is_multi
+        blocks: list[tuple[int | None, list[Line]]] = []
+        box = 4 if multi else 0
+        rows = self.rows()
+        for r, row in enumerate(rows):
+            hl = r == self.highlight
+            if row.kind != "option" and (r == 0 or rows[r - 1].kind == "option"):
+                blocks.append((None, [[("", "  "), ("class:separator", "─" * min(30, width - 4))]]))
+            style = "class:row.hl" if hl else "class:row"
+            marker = ("class:marker", "❯ ") if hl else ("", "  ")
+            line: Line = [("", "  "), marker]
+            lines: list[Line] = [line]
+            label_room = width - 4 - box
+            if row.kind == "option":
+                option = q["options"][row.index]
+                if multi:
+                    on = option["id"] in self.selected
+                    line.append(("class:check.on" if on else "class:check.off", "[✓] " if on else "[ ] "))
+                line.append(("class:option.label", truncate(clean(str(option["label"])), label_room)))
+                desc = option.get("description")
+                if desc:
+                    for text in wrap(str(desc), label_room - 2, max_lines=3 if hl else 1):
+                        lines.append([("", "      " + " " * box), ("class:option.desc", text)])
+            elif row.kind == "other":
+                if multi:
+                    on = bool(self.other)
+                    line.append(("class:check.on" if on else "class:check.off", "[✓] " if on else "[ ] "))
+                if self.other:
+                    line.append(("class:action", "Other: "))
+                    line.append(("class:option.label", truncate(f"“{clean(self.other)}”", label_room - 7)))
+                else:
+                    line.append(("class:action", "Other…"))
+            elif row.kind == "clarify":
+                line.append(("", " " * box))
+                line.append(("class:action", "Ask to clarify…"))
+            else:
+                line.append(("", " " * box))
+                line.append(("class:action.cancel", "Cancel questionnaire"))
+            if hl:
+                lines = [[(f"{s} {style}" if s else style, t) for s, t in ln] for ln in lines]
+                lines = [ln + [(style, " " * max(0, width - _width(ln)))] for ln in lines]
+            blocks.append((r, lines))
+        return blocks
+
+    def _viewport(self, blocks: list[tuple[int | None, list[Line]]], room: int, width: int) -> list[Line]:
+        flat: list[tuple[int | None, Line]] = [(r, ln) for r, lines in blocks for ln in lines]
+        if len(flat) <= room:
+            self._scroll = 0
+            self.page = max(1, len(blocks) - 1)
+            return [ln for _, ln in flat]
+        space = max(1, room - 2)
+        hl = [i for i, (r, _) in enumerate(flat) if r == self.highlight]
+        first, last = (hl[0], hl[-1] + 1) if hl else (0, 1)
+        if first > 0 and flat[first - 1][0] is None:
+            first -= 1  # keep the separator above the first action row in view
+        top = min(self._scroll, len(flat) - space)
+        top = min(top, first)
+        if last > top + space:
+            top = last - space
+        top = max(0, min(top, len(flat) - space))
+        self._scroll = top
+        shown = flat[top : top + space]
+        visible_rows = {r for r, _ in shown if r is not None}
+        self.page = max(1, len(visible_rows) - 1)
+        above = len({r for r, _ in flat[:top] if r is not None} - visible_rows)
+        below = len({r for r, _ in flat[top + space :] if r is not None} - visible_rows)
+        up: Line = [("", "  "), ("class:scroll", f"↑ {above} more")] if above else []
+        down: Line = [("", "  "), ("class:scroll", f"↓ {below} more")] if below else []
+        return [up] + [ln for _, ln in shown] + [down]
+
+    def _input_box(self, width: int) -> list[Line]:
+        inner = max(10, width - 8)
+        box = self.input
+        title = "Your own answer" if self.mode == "other" else "Ask the agent about this question"
+        count = f" {len(box.text)}/{box.limit} "
+        chunks = hard_wrap(box.text + " ", inner)
+        # Which chunk holds the cursor?
+        pos, cursor_line, cursor_col = 0, 0, 0
+        for i, chunk in enumerate(chunks):
+            if box.cursor < pos + len(chunk) or i == len(chunks) - 1:
+                cursor_line, cursor_col = i, box.cursor - pos
+                break
+            pos += len(chunk)
+        visible = 4
+        first = max(0, min(cursor_line - visible + 1, len(chunks) - visible))
+        lines: list[Line] = []
+        top_rule = max(0, inner - cells(title) - cells(count))
+        lines.append(
+            [
+                ("", "  "),
+                ("class:input.frame", "┌ "),
+                ("class:input.title", title),
+                ("class:input.frame", " " + "─" * top_rule),
+                ("class:input.count", count),
+                ("class:input.frame", "┐"),
+            ]
+        )
+        for i in range(first, min(len(chunks), first + visible)):
+            chunk = chunks[i]
+            body: Line = []
+            if i == cursor_line:
+                before, at, after = (
+                    chunk[:cursor_col],
+                    chunk[cursor_col : cursor_col + 1],
+                    chunk[cursor_col + 1 :],
+                )
+                body = [
+                    ("class:input.text", before),
+                    ("class:input.cursor", at or " "),
+                    ("class:input.text", after),
+                ]
+            else:
+                body = [("class:input.text", chunk)]
+            fill = " " * max(0, inner - _width(body))
+            lines.append(
+                [("", "  "), ("class:input.frame", "│ ")]
+                + body
+                + [("class:input.text", fill), ("class:input.frame", " │")]
+            )
+        lines.append([("", "  "), ("class:input.frame", "└" + "─" * (inner + 2) + "┘")])
+        if self.mode == "other" and self.is_multi:
+            note = "Counts as one choice; leave empty to remove it."
+        elif self.mode == "other":
+            note = "Enter sends this as your answer."
+        else:
+            note = "The agent answers in the chat; this question waits here meanwhile."
+        lines.append([("", "  "), ("class:hint", truncate(note, width - 4))])
+        return lines
+
+    def _suspended_body(self, width: int, height: int) -> list[Line]:
+        assert self.suspended is not None
+        inner = max(10, width - 4)
+        frame = self.frame
+        body: list[Line] = []
+        label = ""
+        if frame is not None and frame["questionnaireId"] == self.suspended["questionnaireId"]:
+            body.append(self._progress(width))
+            if frame["question"]["id"] == self.suspended.get("questionId"):
+                label = str(frame["question"].get("label") or "")
+        else:
+            body.append([("class:progress.head", "  Questionnaire paused")])
+        body.append([])
+        if label:
+            body.append(self._title(width, label, "paused"))
+            body.append([])
+        body.append([("", "  "), ("class:wait", "◔ Waiting for the agent to answer your question…")])
+        body.append([])
+        body.append([("", "  "), ("class:clar.label", "You asked")])
+        for text in wrap(
+            str(self.suspended.get("request", "")),
+            inner - 2,
+            max_lines=max(1, height - len(body) - 4),
+        ):
+            body.append([("", "    "), ("class:clar.request", text)])
+        body.append([])
+        for text in wrap(
+            "Your answers and current selections are kept. The question comes back "
+            "here, with the agent's reply, as soon as the agent resumes.",
+            inner,
+        ):
+            body.append([("", "  "), ("class:hint", text)])
+        return body
+
+    def _idle_body(self, width: int, height: int) -> list[Line]:
+        lines: list[Line] = [
+            _center([("class:idle.title", "Waiting for questions")], width),
+            [],
+            _center(
+                [
+                    (
+                        "class:idle.text",
+                        truncate(f"Questionnaires for session {self.session} appear here", width - 4),
+                    )
+                ],
+                width,
+            ),
+            _center([("class:idle.text", "as soon as the agent asks.")], width),
+        ]
+        pad_top = max(0, (height - len(lines)) // 2)
+        return [[] for _ in range(pad_top)] + lines
+
+    def _connecting_body(self, width: int, height: int, now: float) -> list[Line]:
+        if self.fatal_message:
+            lines = [_center([("class:status.error", truncate(f"✗ {self.fatal_message}", width - 4))], width)]
+        elif self.conn == "offline":
+            lines = [
+                _center([("class:idle.title", "Can't reach the broker")], width),
+                [],
+                _center([("class:idle.text", truncate(self.offline_reason, width - 4))], width),
+                _center(
+                    [("class:idle.text", f"Retrying in {_seconds_left(self.retry_at, now)}s…")],
+                    width,
+                ),
+            ]
+        else:
+            lines = [
+                _center([("class:idle.title", "Connecting…")], width),
+                [],
+                _center([("class:idle.text", truncate(self.endpoint, width - 4))], width),
+            ]
+        pad_top = max(0, (height - len(lines)) // 2)
+        return [[] for _ in range(pad_top)] + lines
+
+    def _status_line(self, width: int, now: float) -> Line:
+        if self.mode == "confirm":
+            return [
+                (
+                    "class:status.confirm",
+                    truncate(
+                        " Cancel this questionnaire? The agent is told you cancelled.  [y] yes  [n] no ",
+                        width,
+                    ),
+                )
+            ]
+        if self.notice is not None:
+            icon = {"info": "›", "ok": "✓", "warn": "!", "error": "✗"}[self.notice.kind]
+            return [(f"class:status.{self.notice.kind}", truncate(f" {icon} {self.notice.text}", width))]
+        if self.fatal_message:
+            return [("class:status.error", truncate(f" ✗ {self.fatal_message}", width))]
+        if self.conn == "offline" and self.view in ("question", "suspended"):
+            wait = _seconds_left(self.retry_at, now)
+            return [
+                (
+                    "class:status.warn",
+                    truncate(
+                        f" ! Connection lost — reconnecting in {wait}s. Your answers are kept.",
+                        width,
+                    ),
+                )
+            ]
+        if self.busy:
+            return [("class:status.info", " Sending…")]
+        if self.view == "question" and self.is_multi and self.mode == "list":
+            low, high = self.bounds()
+            count = self.selection_count()
+            text = f" {count} selected"
+            if count < low:
+                text += f" · choose at least {low} to continue"
+            elif high is not None:
+                text += f" of at most {high}"
+            return [("class:status.info", truncate(text, width))]
+        return []
+
+    def _help_line(self, width: int) -> Line:
+        if self.mode == "confirm":
+            keys = [("y", "cancel questionnaire"), ("n/Esc", "keep answering")]
+        elif self.view == "question" and self.mode in ("other", "clarify"):
+            keys = [
+                ("Enter", "send" if self.mode == "clarify" or not self.is_multi else "done"),
+                ("Esc", "back"),
+                ("Ctrl+U", "clear"),
+                ("Ctrl+C", "quit"),
+            ]
+        elif self.view == "question" and self.is_multi:
+            keys = [
+                ("↑↓", "move"),
+                ("Space", "toggle"),
+                ("Enter", "continue"),
+                ("Esc", "cancel"),
+                ("Ctrl+C", "quit"),
+            ]
+        elif self.view == "question":
+            keys = [("↑↓", "move"), ("Enter", "choose"), ("Esc", "cancel"), ("Ctrl+C", "quit")]
+        elif self.view == "suspended":
+            keys = [("Esc", "cancel questionnaire"), ("Ctrl+C", "quit")]
+        else:
+            keys = [("Ctrl+C", "quit")]
+        line: Line = [("class:help", " ")]
+        for key, what in keys:
+            piece = [("class:help.key", key), ("class:help", f" {what}   ")]
+            if _width(line) + _width(piece) > width:
+                break
+            line += piece
+        return line
+
+
+def _check_question(frame: Frame) -> None:
+    """Raise ValueError unless ``frame`` has the shape the drawing code relies on."""
+    q = frame.get("question")
+    ok = (
+        isinstance(frame.get("questionnaireId"), str)
+        and isinstance(frame.get("step"), int)
+        and isinstance(frame.get("index"), int)
+        and isinstance(frame.get("total"), int)
+        and isinstance(q, dict)
+        and isinstance(q.get("id"), str)
+        and q.get("type") in ("single", "multi")
+        and isinstance(q.get("options"), list)
+        and len(q["options"]) > 0
+        and all(
+            isinstance(o, dict) and isinstance(o.get("id"), str) and isinstance(o.get("label"), str)
+            for o in q["options"]
+        )
+        and isinstance(frame.get("progress") or [], list)
+        and isinstance(frame.get("clarifications") or [], list)
+        and isinstance(frame.get("draft") or {}, dict)
+    )
+    if not ok:
+        raise ValueError("malformed question frame")
+
+
+def _closed_notice(frame: Frame) -> Notice:
+    status = frame.get("status")
+    reason = frame.get("reason")
+    if status == "completed":
+        return Notice("ok", "Questionnaire completed — your answers were sent to the agent.")
+    if status == "cancelled":
+        if reason == "aborted":
+            return Notice("info", "The agent withdrew the questionnaire.")
+        return Notice("info", "Questionnaire cancelled — the agent was told.")
+    return Notice("warn", f"The questionnaire closed unanswered ({reason or status}).")
+
+
+def _seconds_left(deadline: float | None, now: float) -> int:
+    if deadline is None:
+        return 0
+    return max(0, int(deadline - now + 0.999))
+
+
+def _width(line: Line) -> int:
+    return sum(cells(text) for _, text in line)
+
+
+def _center(line: Line, width: int) -> Line:
+    return [("", " " * max(0, (width - _width(line)) // 2))] + line
+
+
+def _fit(line: Line, width: int) -> Line:
+    """Clip a line to ``width`` cells (the last visible fragment ends in an ellipsis)."""
+    out: Line = []
+    used = 0
+    for style, text in line:
+        w = cells(text)
+        if used + w <= width:
+            out.append((style, text))
+            used += w
+            continue
+        room = width - used
+        if room > 0:
+            out.append((style, truncate(text, room)))
+        break
+    return out
+
+
+__all__ = [
+    "FATAL_CLOSE_CODES",
+    "Notice",
+    "Row",
+    "TextInput",
+    "TuiModel",
+    "backoff_delay",
+    "describe_close",
+    "validate_session",
+    "websocket_url",
+]

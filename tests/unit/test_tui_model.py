@@ -1,0 +1,673 @@
+"""The terminal client's view-model: keys in, frames out, screens drawn (no terminal, no I/O)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+import pytest
+
+from clients import tui
+from clients.tui_model import (
+    CLARIFY_LIMIT,
+    OTHER_LIMIT,
+    TextInput,
+    TuiModel,
+    backoff_delay,
+    describe_close,
+    validate_session,
+    websocket_url,
+)
+from clients.tui_text import cells
+
+# --- fixtures ------------------------------------------------------------------------
+
+
+def question_frame(
+    kind: str = "single",
+    *,
+    options: int = 3,
+    step: int = 1,
+    index: int = 0,
+    qid: str = "target",
+    qn: str = "qn-1",
+    draft: dict[str, Any] | None = None,
+    clarifications: list[dict[str, Any]] | None = None,
+    labels: list[str] | None = None,
+    **fields: Any,
+) -> dict[str, Any]:
+    opts: list[dict[str, Any]] = [
+        {"id": f"o{i}", "label": labels[i] if labels else f"Option {i}"} for i in range(options)
+    ]
+    opts[0]["description"] = "The first option, described"
+    question: dict[str, Any] = {
+        "id": qid,
+        "label": "Target",
+        "prompt": "Which environment should this release go to?",
+        "type": kind,
+        "options": opts,
+        "allowOther": True,
+    }
+    if kind == "multi":
+        question.update(minSelections=0, maxSelections=None)
+    question.update(fields)
+    return {
+        "type": "question",
+        "questionnaireId": qn,
+        "revision": 0,
+        "step": step,
+        "index": index,
+        "total": 3,
+        "question": question,
+        "draft": draft,
+        "progress": [
+            {"questionId": "region", "label": "Region", "state": "answered"},
+            {"questionId": qid, "label": "Target", "state": "current"},
+            {"questionId": "checks", "label": "Checks", "state": "pending"},
+        ],
+        "clarifications": clarifications or [],
+    }
+
+
+def connected(frame: dict[str, Any] | None = None) -> TuiModel:
+    model = TuiModel("demo", "ws://127.0.0.1:1/v1/sessions/demo/ws")
+    model.apply({"type": "welcome", "clientId": "c1", "sessionId": "demo", "protocol": 1})
+    if frame is not None:
+        model.apply(frame)
+    return model
+
+
+def screen(model: TuiModel, width: int = 80, height: int = 24) -> str:
+    lines = model.render(width, height, now=0.0)
+    return "\n".join("".join(text for _, text in line) for line in lines)
+
+
+def typed(model: TuiModel, text: str) -> None:
+    for ch in text:
+        assert model.key("space" if ch == " " else "char", ch) == []
+
+
+def strip_refs(frames: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [{k: v for k, v in f.items() if k != "ref"} for f in frames]
+
+
+# --- URLs, sessions, backoff, close codes ----------------------------------------------
+
+
+def test_websocket_url_converts_http_and_https() -> None:
+    assert websocket_url("http://127.0.0.1:8700", "s1") == "ws://127.0.0.1:8700/v1/sessions/s1/ws"
+    assert websocket_url("https://q.example/base/", "a:b") == "wss://q.example/base/v1/sessions/a:b/ws"
+
+
+def test_websocket_url_rejects_other_schemes() -> None:
+    with pytest.raises(ValueError):
+        websocket_url("ftp://host", "s1")
+    with pytest.raises(ValueError):
+        websocket_url("127.0.0.1:8700", "s1")
+
+
+def test_validate_session() -> None:
+    assert validate_session("demo.session_1:a-b") is None
+    assert validate_session("") is not None
+    assert validate_session("has space") is not None
+    assert validate_session("x" * 129) is not None
+
+
+def test_backoff_grows_exponentially_up_to_the_cap_with_jitter() -> None:
+    low = [backoff_delay(n, rng=lambda: 0.0) for n in range(8)]
+    high = [backoff_delay(n, rng=lambda: 1.0) for n in range(8)]
+    assert low[:4] == [0.25, 0.5, 1.0, 2.0]
+    assert high[:4] == [0.5, 1.0, 2.0, 4.0]
+    assert max(high) == 10.0 and low[-1] == 5.0
+    assert backoff_delay(10_000, rng=lambda: 1.0) == 10.0
+
+
+def test_describe_close_names_fatal_and_restart_codes() -> None:
+    assert describe_close(4401, "expired") == "the broker refused the token (4401: expired)"
+    assert "another session" in describe_close(4403)
+    assert "restarting" in describe_close(1012, "restart")
+    assert "1012: restart" in describe_close(1012, "restart")
+
+
+# --- navigation -------------------------------------------------------------------------
+
+
+def test_highlight_starts_on_the_first_option() -> None:
+    model = connected(question_frame())
+    assert model.highlight == 0
+    assert "❯ Option 0" in screen(model)
+
+
+def test_up_down_move_and_stop_at_the_ends() -> None:
+    model = connected(question_frame())
+    rows = model.rows()
+    assert [r.kind for r in rows] == ["option", "option", "option", "other", "clarify", "cancel"]
+    model.key("up")
+    assert model.highlight == 0
+    for _ in range(10):
+        model.key("down")
+    assert model.highlight == len(rows) - 1
+    model.key("home")
+    assert model.highlight == 0
+    model.key("end")
+    assert model.highlight == len(rows) - 1
+
+
+def test_page_down_moves_by_a_page() -> None:
+    model = connected(question_frame(options=40))
+    screen(model)  # drawing measures the page
+    model.key("pagedown")
+    assert model.highlight == model.page > 1
+    model.key("pageup")
+    assert model.highlight == 0
+
+
+def test_other_row_is_absent_when_not_allowed() -> None:
+    model = connected(question_frame(allowOther=False))
+    assert [r.kind for r in model.rows()][-2:] == ["clarify", "cancel"]
+    assert "Other…" not in screen(model)
+
+
+def test_digit_jumps_to_an_option() -> None:
+    model = connected(question_frame())
+    model.key("char", "3")
+    assert model.highlight == 2
+    model.key("char", "9")
+    assert model.highlight == 2
+
+
+# --- single -----------------------------------------------------------------------------
+
+
+def test_enter_chooses_the_highlighted_option_in_a_single_question() -> None:
+    model = connected(question_frame(step=4))
+    model.key("down")
+    frames = model.key("enter")
+    assert strip_refs(frames) == [
+        {
+            "type": "answer",
+            "questionnaireId": "qn-1",
+            "step": 4,
+            "questionId": "target",
+            "selectedOptionIds": ["o1"],
+        }
+    ]
+    assert model.busy
+    assert model.key("enter") == []  # no double answer while the broker decides
+
+
+def test_space_does_not_choose_in_a_single_question() -> None:
+    model = connected(question_frame())
+    assert model.key("space") == []
+    assert "Enter" in screen(model)
+
+
+def test_a_new_question_resets_the_highlight_and_busy_state() -> None:
+    model = connected(question_frame())
+    model.key("down")
+    model.key("enter")
+    model.apply(question_frame(step=2, qid="checks", index=1))
+    assert model.highlight == 0 and not model.busy
+
+
+# --- multi ------------------------------------------------------------------------------
+
+
+def test_space_toggles_and_sends_a_draft() -> None:
+    model = connected(question_frame("multi", step=2))
+    model.key("down")
+    frames = model.key("space")
+    assert strip_refs(frames) == [{"type": "draft", "questionnaireId": "qn-1", "step": 2, "selectedOptionIds": ["o1"]}]
+    assert "[✓] Option 1" in screen(model)
+    frames = model.key("space")
+    assert frames[0]["selectedOptionIds"] == []
+
+
+def test_enter_continues_with_the_selection_in_declared_order() -> None:
+    model = connected(question_frame("multi", minSelections=1, maxSelections=3))
+    model.key("end")
+    model.key("home")
+    model.key("down")
+    model.key("down")
+    model.key("space")  # o2
+    model.key("home")
+    model.key("space")  # o0
+    frames = model.key("enter")
+    assert frames[0]["type"] == "answer"
+    assert frames[0]["selectedOptionIds"] == ["o0", "o2"]
+    assert "other" not in frames[0]
+
+
+def test_enter_below_min_selections_explains_the_bound_and_sends_nothing() -> None:
+    model = connected(question_frame("multi", minSelections=2, maxSelections=3))
+    model.key("space")
+    assert model.key("enter") == []
+    assert "Choose at least 2 (you have 1)" in screen(model)
+
+
+def test_toggling_past_max_selections_is_refused() -> None:
+    model = connected(question_frame("multi", minSelections=0, maxSelections=1))
+    model.key("space")
+    model.key("down")
+    assert model.key("space") == []
+    assert model.selected == {"o0"}
+    assert "at most 1" in screen(model)
+
+
+def test_bounds_are_described_in_the_title_and_status() -> None:
+    model = connected(question_frame("multi", minSelections=1, maxSelections=2))
+    text = screen(model)
+    assert "choose 1–2" in text
+    assert "0 selected · choose at least 1 to continue" in text
+    assert "Space toggle" in text and "Enter continue" in text
+
+
+def test_draft_from_the_broker_restores_the_selection() -> None:
+    draft = {"selectedOptionIds": ["o2"], "other": "mine"}
+    model = connected(question_frame("multi", draft=draft))
+    assert model.selected == {"o2"} and model.other == "mine"
+    assert model.selection_count() == 2
+    assert "Other: “mine”" in screen(model)
+
+
+def test_echoes_of_own_drafts_do_not_undo_fast_toggles() -> None:
+    model = connected(question_frame("multi", step=5))
+    model.key("space")  # draft [o0]
+    model.key("down")
+    model.key("space")  # draft [o0, o1]
+    model.apply(question_frame("multi", step=5, draft={"selectedOptionIds": ["o0"]}))
+    assert model.selected == {"o0", "o1"}
+    model.apply(question_frame("multi", step=5, draft={"selectedOptionIds": ["o0", "o1"]}))
+    assert model.selected == {"o0", "o1"}
+    # Another screen's toggle, now that ours are all echoed, is adopted.
+    model.apply(question_frame("multi", step=5, draft={"selectedOptionIds": ["o2"]}))
+    assert model.selected == {"o2"}
+    assert model.highlight == 1  # and the highlight stays where it was
+
+
+def test_a_failed_draft_is_not_waited_for() -> None:
+    model = connected(question_frame("multi", step=5))
+    ref = model.key("space")[0]["ref"]
+    model.apply({"type": "error", "code": "bad_frame", "message": "nope", "ref": ref})
+    model.apply(question_frame("multi", step=5, draft={"selectedOptionIds": ["o2"]}))
+    assert model.selected == {"o2"}
+
+
+# --- Other ------------------------------------------------------------------------------
+
+
+def test_other_in_a_single_question_sends_the_trimmed_text_only() -> None:
+    model = connected(question_frame())
+    model.key("end")
+    model.key("up")
+    model.key("up")
+    assert model.key("enter") == []
+    assert model.mode == "other"
+    assert "Your own answer" in screen(model)
+    typed(model, "  my own 答え 🎉  ")
+    frames = model.key("enter")
+    assert strip_refs(frames) == [
+        {
+            "type": "answer",
+            "questionnaireId": "qn-1",
+            "step": 1,
+            "questionId": "target",
+            "selectedOptionIds": [],
+            "other": "my own 答え 🎉",
+        }
+    ]
+
+
+def test_empty_other_is_not_sent() -> None:
+    model = connected(question_frame())
+    model.highlight = 3
+    model.key("enter")
+    typed(model, "   ")
+    assert model.key("enter") == []
+    assert "Type an answer" in screen(model)
+
+
+def test_other_input_is_limited_to_2000_characters() -> None:
+    model = connected(question_frame())
+    model.highlight = 3
+    model.key("enter")
+    model.key("paste", "x" * (OTHER_LIMIT + 50))
+    assert len(model.input.text) == OTHER_LIMIT
+    assert "2000/2000" in screen(model)
+    assert "limit is 2000" in screen(model)
+
+
+def test_escape_in_an_input_goes_back_without_cancelling() -> None:
+    model = connected(question_frame())
+    model.highlight = 3
+    model.key("enter")
+    assert model.key("escape") == []
+    assert model.mode == "list"
+
+
+def test_other_in_a_multi_question_is_added_to_the_draft() -> None:
+    model = connected(question_frame("multi", minSelections=2, maxSelections=2))
+    model.key("space")
+    model.highlight = 3
+    model.key("enter")
+    typed(model, "custom")
+    frames = model.key("enter")
+    assert strip_refs(frames) == [
+        {
+            "type": "draft",
+            "questionnaireId": "qn-1",
+            "step": 1,
+            "selectedOptionIds": ["o0"],
+            "other": "custom",
+        }
+    ]
+    assert model.mode == "list"
+    frames = model.key("enter")
+    assert frames[0]["type"] == "answer"
+    assert frames[0]["selectedOptionIds"] == ["o0"] and frames[0]["other"] == "custom"
+
+
+def test_space_on_a_filled_other_row_removes_it() -> None:
+    model = connected(question_frame("multi", draft={"selectedOptionIds": [], "other": "x"}))
+    model.highlight = 3
+    frames = model.key("space")
+    assert model.other is None
+    assert frames[0]["selectedOptionIds"] == [] and "other" not in frames[0]
+
+
+def test_other_counts_against_max_selections() -> None:
+    model = connected(question_frame("multi", maxSelections=1))
+    model.key("space")
+    model.highlight = 3
+    model.key("enter")
+    typed(model, "extra")
+    assert model.key("enter") == []
+    assert model.other is None
+
+
+# --- clarify ----------------------------------------------------------------------------
+
+
+def test_clarify_sends_the_request_and_the_multi_draft() -> None:
+    model = connected(question_frame("multi", step=3))
+    model.key("down")
+    model.key("space")
+    model.highlight = 4
+    assert model.rows()[4].kind == "clarify"
+    model.key("enter")
+    assert model.mode == "clarify"
+    assert "Ask the agent about" in screen(model)
+    typed(model, " What is staging? ")
+    frames = model.key("enter")
+    assert strip_refs(frames) == [
+        {
+            "type": "clarify",
+            "questionnaireId": "qn-1",
+            "step": 3,
+            "request": "What is staging?",
+            "draft": {"selectedOptionIds": ["o1"]},
+        }
+    ]
+
+
+def test_clarify_input_is_limited_to_1000_characters() -> None:
+    model = connected(question_frame())
+    model.highlight = 4
+    model.key("enter")
+    model.key("paste", "y" * 1500)
+    assert len(model.input.text) == CLARIFY_LIMIT
+
+
+def test_suspended_shows_waiting_and_resume_shows_the_agents_response() -> None:
+    model = connected(question_frame("multi", step=3))
+    model.key("down")
+    model.key("space")
+    model.highlight = 4
+    model.key("enter")
+    typed(model, "What is staging?")
+    model.key("enter")
+    model.apply(
+        {
+            "type": "suspended",
+            "questionnaireId": "qn-1",
+            "revision": 1,
+            "step": 4,
+            "questionId": "target",
+            "request": "What is staging?",
+        }
+    )
+    text = screen(model)
+    assert "Waiting for the agent" in text and "What is staging?" in text
+    assert "Esc cancel questionnaire" in text
+    clarification = {
+        "revision": 1,
+        "questionId": "target",
+        "request": "What is staging?",
+        "response": "A copy of production for testing.",
+    }
+    model.apply(question_frame("multi", step=5, draft={"selectedOptionIds": ["o1"]}, clarifications=[clarification]))
+    text = screen(model)
+    assert "Agent" in text and "A copy of production for testing." in text
+    assert model.selected == {"o1"}
+    assert model.highlight == 4  # back where the person was
+
+
+def test_escape_while_suspended_cancels_after_confirmation() -> None:
+    model = connected(question_frame())
+    model.apply(
+        {
+            "type": "suspended",
+            "questionnaireId": "qn-1",
+            "revision": 1,
+            "step": 7,
+            "questionId": "target",
+            "request": "?",
+        }
+    )
+    model.key("escape")
+    assert "Cancel this questionnaire?" in screen(model)
+    assert strip_refs(model.key("char", "y")) == [{"type": "cancel", "questionnaireId": "qn-1", "step": 7}]
+
+
+# --- cancel -----------------------------------------------------------------------------
+
+
+def test_escape_asks_for_confirmation_and_n_keeps_answering() -> None:
+    model = connected(question_frame())
+    assert model.key("escape") == []
+    assert model.mode == "confirm"
+    assert "Cancel this questionnaire?" in screen(model)
+    assert model.key("char", "n") == []
+    assert model.mode == "list"
+
+
+def test_y_confirms_the_cancel() -> None:
+    model = connected(question_frame(step=9))
+    model.key("escape")
+    assert strip_refs(model.key("char", "y")) == [{"type": "cancel", "questionnaireId": "qn-1", "step": 9}]
+
+
+def test_the_cancel_row_asks_for_confirmation_too() -> None:
+    model = connected(question_frame())
+    model.key("end")
+    assert model.rows()[model.highlight].kind == "cancel"
+    assert model.key("enter") == []
+    assert model.mode == "confirm"
+
+
+# --- broker frames ----------------------------------------------------------------------
+
+
+def test_idle_shows_waiting_for_questions() -> None:
+    model = connected()
+    model.apply({"type": "idle"})
+    assert "Waiting for questions" in screen(model)
+
+
+def test_closed_frames_become_readable_notices() -> None:
+    model = connected(question_frame())
+    model.apply({"type": "closed", "questionnaireId": "qn-1", "status": "completed"})
+    model.apply({"type": "idle"})
+    assert "Questionnaire completed" in screen(model)
+    model.apply({"type": "closed", "questionnaireId": "qn-1", "status": "cancelled", "reason": "aborted"})
+    assert "withdrew" in screen(model)
+
+
+def test_error_frames_are_shown_readably_and_clear_busy() -> None:
+    model = connected(question_frame())
+    model.key("enter")
+    model.apply({"type": "error", "code": "unknown_option", "message": "no option 'x'", "ref": 1})
+    assert not model.busy
+    assert "no option 'x' [unknown_option]" in screen(model)
+    model.apply({"type": "error", "code": "stale_step", "message": "old step"})
+    assert "changed meanwhile" in screen(model)
+
+
+def test_commands_are_refused_while_offline() -> None:
+    model = connected(question_frame())
+    model.disconnected("connection lost", retry_at=3.0)
+    assert model.key("enter") == []
+    text = screen(model)
+    assert "Not connected" in text
+    assert "offline · retry in 3s" in text
+
+
+def test_progress_shows_position_and_labels() -> None:
+    text = screen(connected(question_frame()))
+    assert "Question 1 of 3" in text
+    assert "✓ Region" in text and "● Target" in text and "○ Checks" in text
+
+
+def test_connection_state_is_shown_in_the_header() -> None:
+    model = TuiModel("demo", "ws://x")
+    assert "connecting…" in screen(model)
+    model.apply({"type": "welcome"})
+    assert "● connected" in screen(model)
+    model.fatal("the broker refused the token")
+    assert "disconnected" in screen(model) and "refused the token" in screen(model)
+    assert model.key("enter") == []
+
+
+# --- drawing ----------------------------------------------------------------------------
+
+UNICODE_LABELS = [
+    "日本語のラベル",
+    "Emoji 🎉🚀 launch",
+    "Ünïcödé àccents",
+    "한국어 옵션",
+    "中文选项非常长的标签" * 6,
+]
+
+
+@pytest.mark.parametrize("size", [(80, 24), (40, 12), (120, 40)])
+@pytest.mark.parametrize("kind", ["single", "multi"])
+def test_every_screen_fits_the_terminal(size: tuple[int, int], kind: str) -> None:
+    width, height = size
+    long_prompt = "Pick the one that matters most to you. " * 40
+    frame = question_frame(kind, options=5, labels=UNICODE_LABELS, prompt=long_prompt)
+    model = connected(frame)
+    states: list[TuiModel] = [model]
+    for keys in (["down"], ["end"], ["end", "up", "up", "enter"], ["escape"]):
+        m = connected(frame)
+        for k in keys:
+            m.key(k)
+        states.append(m)
+    for m in states:
+        lines = m.render(width, height)
+        assert len(lines) == height
+        for line in lines:
+            assert sum(cells(text) for _, text in line) <= width
+
+
+def test_unicode_labels_render_whole_when_they_fit() -> None:
+    model = connected(question_frame("multi", options=4, labels=UNICODE_LABELS[:4]))
+    text = screen(model)
+    for label in UNICODE_LABELS[:4]:
+        assert label in text
+
+
+def test_long_lists_scroll_to_keep_the_highlight_visible() -> None:
+    model = connected(question_frame(options=50))
+    text = screen(model)
+    assert "↓" in text and "Option 49" not in text
+    model.key("end")
+    text = screen(model)
+    assert "❯ Cancel questionnaire" in text
+    assert "↑" in text and "Option 0" not in text
+    for _ in range(3):
+        model.key("up")
+    assert "❯ Option 49" in screen(model)
+
+
+def test_typing_wide_characters_keeps_the_input_box_aligned() -> None:
+    model = connected(question_frame())
+    model.highlight = 3
+    model.key("enter")
+    typed(model, "答え🎉" * 30)
+    lines = model.render(80, 24)
+    boxes = [line for line in lines if any("│" in text for _, text in line)]
+    assert boxes
+    widths = {sum(cells(text) for _, text in line) for line in boxes}
+    assert len(widths) == 1
+
+
+def test_text_input_editing() -> None:
+    box = TextInput(10, "hello")
+    box.move(-2)
+    box.insert("XY")
+    assert box.text == "helXYlo" and box.cursor == 5
+    box.backspace()
+    box.delete()
+    assert box.text == "helXo"
+    box.home()
+    box.delete()
+    assert box.text == "elXo"
+    box.end()
+    assert not box.insert("123456789")
+    assert box.text == "elXo123456"
+    box.move(-3)
+    box.clear_line()
+    assert box.text == "456" and box.cursor == 0
+
+
+# --- command line -----------------------------------------------------------------------
+
+
+def parse(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser()
+    tui.configure(parser)
+    return parser.parse_args(list(argv))
+
+
+def test_run_without_a_token_explains_and_fails(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("QBROKER_TOKEN", raising=False)
+    assert tui.run(parse("--url", "http://127.0.0.1:1", "--session", "s")) == 2
+    assert "QBROKER_TOKEN" in capsys.readouterr().err
+
+
+def test_run_rejects_a_bad_url_or_session(capsys: pytest.CaptureFixture[str]) -> None:
+    assert tui.run(parse("--url", "ftp://x", "--session", "s", "--token", "t")) == 2
+    assert tui.run(parse("--url", "http://x", "--session", "bad session", "--token", "t")) == 2
+    err = capsys.readouterr().err
+    assert "--url" in err and "--session" in err
+
+
+def test_a_malformed_question_frame_changes_nothing() -> None:
+    model = connected(question_frame(step=3))
+    model.key("down")
+    bad = question_frame(step=4)
+    del bad["question"]["options"]
+    with pytest.raises(ValueError):
+        model.apply(bad)
+    assert model.frame is not None and model.frame["step"] == 3 and model.highlight == 1
+    assert "Option 1" in screen(model)
+
+
+def test_the_connection_turns_an_unreadable_frame_into_a_notice() -> None:
+    model = connected(question_frame())
+    conn = tui.Connection(model, "ws://127.0.0.1:1/x", "t", "n", on_change=lambda: None)
+    conn._apply({"type": "question", "questionnaireId": "qn-2"})
+    assert model.frame is not None and model.frame["questionnaireId"] == "qn-1"
+    assert "Could not show a 'question' frame" in screen(model)
