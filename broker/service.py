@@ -77,6 +77,9 @@ class SessionHub:
     session_id: str
     clients: dict[str, Connection] = field(default_factory=dict)
     waiters: int = 0
+    # Clients between hello and joining ``clients``: they keep the hub (and its
+    # subscription) alive, so the last client leaving meanwhile cannot orphan it.
+    joining: int = 0
     # The state of the questionnaire the local clients were last shown (None: idle). It
     # is a cache: commands start from it and compare-and-set on its version, so the
     # common case costs one store round trip; a lost race re-reads the store.
@@ -91,7 +94,7 @@ class SessionHub:
 
     @property
     def interested(self) -> bool:
-        return bool(self.clients) or self.waiters > 0
+        return bool(self.clients) or self.waiters > 0 or self.joining > 0
 
     def poke(self) -> None:
         """Wake every waiting agent call: something in this session changed."""
@@ -185,8 +188,10 @@ class Broker:
         """200 with the tool result as soon as there is an outcome; 202 when ``wait`` runs out."""
         hub = self._hub(session_id)
         hub.waiters += 1
-        await self._ensure_subscribed(hub)
         try:
+            # Inside the try: a subscription Redis never confirms raises StoreUnavailable
+            # (a 503), and the waiter must not stay counted, or the hub would never go.
+            await self._ensure_subscribed(hub)
             deadline = time.monotonic() + wait
             while True:
                 changed = hub.changed  # taken before the read, so no change slips between
@@ -239,16 +244,22 @@ class Broker:
         """A client said a valid hello: count it present and show it the current state."""
         hub = self._hub(connection.session_id)
         now = self.clock()
-        # Presence is checked before this client counts, so a questionnaire whose grace
-        # ran out while nobody was there is closed rather than shown again.
-        for questionnaire_id in await self.store.queue(connection.session_id):
-            state = await self.store.load(connection.session_id, questionnaire_id)
-            if state is not None:
-                await self._enforce_availability(state)
-        await self.store.heartbeat(connection.session_id, connection.client_id, self._presence_ttl, now)
-        await self._ensure_subscribed(hub)
-        connection.deliver(Encoded(frames.welcome(connection.client_id, connection.session_id)))
-        await self.refresh(hub, newcomer=connection)
+        hub.joining += 1
+        try:
+            # Presence is checked before this client counts, so a questionnaire whose grace
+            # ran out while nobody was there is closed rather than shown again.
+            for questionnaire_id in await self.store.queue(connection.session_id):
+                state = await self.store.load(connection.session_id, questionnaire_id)
+                if state is not None:
+                    await self._enforce_availability(state)
+            await self.store.heartbeat(connection.session_id, connection.client_id, self._presence_ttl, now)
+            await self._ensure_subscribed(hub)
+            connection.deliver(Encoded(frames.welcome(connection.client_id, connection.session_id)))
+            await self.refresh(hub, newcomer=connection)
+        finally:
+            hub.joining -= 1
+            if connection.client_id not in hub.clients:
+                await self._release(hub)  # the join failed (store unavailable): drop an empty hub
         self.metrics.connections.inc()
         log.info("client joined", extra={"session": connection.session_id, "client": connection.client_id})
 
@@ -346,9 +357,12 @@ class Broker:
         that just said hello) gets the current view and joins the hub under the same lock,
         so it sees every later change exactly once.
         """
-        if not hub.clients and newcomer is None:
+        if not hub.clients and not hub.joining and newcomer is None:
             return
         async with hub.lock:
+            # Checked again under the lock: a client joining meanwhile has been added.
+            if not hub.clients and newcomer is None:
+                return
             previous = hub.shown
             shown: Questionnaire | None
             if hint is not None and previous is not None and hint.id == previous.id and not hint.is_terminal:
@@ -376,8 +390,8 @@ class Broker:
         shown = hub.shown
         if shown is not None and shown.id == notice.questionnaire_id and shown.version >= notice.version:
             return  # already showing this write (usually our own)
-        if not hub.clients:
-            return
+        if not hub.clients and not hub.joining:
+            return  # only agent calls wait here; poke() woke them
         hint = None
         if shown is not None and shown.id == notice.questionnaire_id:
             hint = await self.store.load(notice.session_id, notice.questionnaire_id)
@@ -441,7 +455,7 @@ class Broker:
 
     def local_clients(self, session_id: str) -> int:
         hub = self.hubs.get(session_id)
-        return len(hub.clients) if hub else 0
+        return len(hub.clients) + hub.joining if hub else 0  # joining: a burst of hellos counts too
 
 
 def _same_view(before: Questionnaire | None, after: Questionnaire | None) -> bool:

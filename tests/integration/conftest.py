@@ -1,0 +1,92 @@
+"""Fixtures for the black-box PROTOCOL.md suite (test_protocol_*.py).
+
+``deployment`` is parametrized: ``memory`` (one ``qbroker serve`` on the embedded store)
+and ``redis`` (two processes on one real redis-server; the agent talks to the first, clients
+connect to the second). Both are session-scoped: tests isolate themselves by session id.
+``fast_deployment`` is the same with short timers and a small rate limit, for the tests
+that need them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import shutil
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from tests.integration.protocol_support import (
+    DEPLOYMENT_KINDS,
+    Agent,
+    BackgroundProbes,
+    Deployment,
+    new_sid,
+    start_deployment,
+)
+from tests.support import need, redis_server
+
+# client_wait / reconnect_grace / hello_timeout in seconds; rate_limit frames per second.
+FAST_SETTINGS: dict[str, object] = {
+    "client_wait": 1,
+    "reconnect_grace": 2,
+    "hello_timeout": 1,
+    "rate_limit": 2,
+    "rate_burst": 6,
+    "allowed_origins": "https://app.example.test",
+}
+
+
+@pytest.fixture(scope="session")
+def protocol_redis_url() -> Iterator[str]:
+    need(shutil.which("redis-server") is not None, "redis-server is not installed")
+    try:
+        importlib.import_module("broker.store.redis")
+    except ImportError as exc:
+        pytest.fail(f"the redis deployment needs broker/store/redis.py, which does not import: {exc}")
+    with redis_server() as server:
+        yield server.url
+
+
+def _redis_url(request: pytest.FixtureRequest) -> str | None:
+    return request.getfixturevalue("protocol_redis_url") if request.param == "redis" else None
+
+
+@pytest.fixture(scope="session", params=DEPLOYMENT_KINDS)
+def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    with start_deployment(request.param, _redis_url(request)) as started:
+        yield started
+
+
+@pytest.fixture(scope="session", params=DEPLOYMENT_KINDS)
+def fast_deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
+    with start_deployment(request.param, _redis_url(request), **FAST_SETTINGS) as started:
+        yield started
+
+
+@pytest.fixture
+def sid() -> str:
+    return new_sid()
+
+
+@pytest.fixture
+async def agent(deployment: Deployment, sid: str) -> AsyncIterator[Agent]:
+    async with Agent(deployment.agent_url, sid) as client:
+        yield client
+
+
+@pytest.fixture(scope="session", autouse=True)
+def default_timer_probes(request: pytest.FixtureRequest) -> Iterator[dict[str, BackgroundProbes]]:
+    """Background measurements of the default timers, only when their tests are selected
+    (test_protocol_timeout_defaults.py): they start with the session so that the 30 s they
+    take overlap the rest of the suite."""
+    kinds = sorted(
+        {
+            item.callspec.params["deployment_kind"]
+            for item in request.session.items
+            if hasattr(item, "callspec") and "deployment_kind" in item.callspec.params
+        }
+    )
+    runs = {kind: BackgroundProbes(kind).start() for kind in kinds}
+    yield runs
+    for run in runs.values():
+        run.close()

@@ -1,0 +1,508 @@
+"""Helpers for the black-box PROTOCOL.md suite (tests/integration/test_protocol_*.py).
+
+A ``Deployment`` is a set of real ``qbroker serve`` processes: one on the memory store, or
+two sharing one real redis-server. Tests talk to ``agent_url`` over HTTP and connect their
+websocket clients to ``client_ws_url`` (another process when there are two), so every rule
+is also checked across processes. Nothing here reads broker internals: only the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import shutil
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+import pytest
+import websockets
+from websockets.asyncio.client import ClientConnection
+
+from tests.scripted_client import JSON, ScriptedClient
+from tests.support import BrokerProcess, broker, redis_server, token
+
+Frame = dict[str, Any]
+
+MARKER_STATUS = {
+    "QUESTIONNAIRE_COMPLETED": "completed",
+    "QUESTIONNAIRE_NEEDS_CLARIFICATION": "needs_clarification",
+    "QUESTIONNAIRE_CANCELLED": "cancelled",
+    "QUESTIONNAIRE_UNAVAILABLE": "unavailable",
+}
+FIRST_LINE = re.compile(r"(QUESTIONNAIRE_[A-Z_]+) questionnaireId=(\S+) revision=(\d+)")
+
+
+# Every protocol test runs on both: one process on the memory store, and two on one redis.
+DEPLOYMENT_KINDS = [
+    pytest.param("memory", id="memory"),
+    pytest.param("redis", id="redis", marks=pytest.mark.redis),
+]
+
+
+def new_sid(prefix: str = "t") -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:16]}"
+
+
+# --- deployments ----------------------------------------------------------------------
+
+
+@dataclass
+class Deployment:
+    kind: str  # "memory" | "redis"
+    processes: list[BrokerProcess]
+    redis_url: str | None = None
+    settings: dict[str, object] = field(default_factory=dict)
+
+    @property
+    def agent_url(self) -> str:
+        return self.processes[0].url
+
+    @property
+    def client_ws_url(self) -> str:
+        """Where clients connect: another process than the agent's when there are two."""
+        return self.processes[-1].ws_url
+
+    @property
+    def client_url(self) -> str:
+        return self.processes[-1].url
+
+    @property
+    def other_ws_url(self) -> str:
+        """A second place for clients: the agent's process (the same one on memory)."""
+        return self.processes[0].ws_url
+
+    @property
+    def agent_urls(self) -> list[str]:
+        return [p.url for p in self.processes]
+
+    def logs(self) -> str:
+        return "\n".join(p.log() for p in self.processes)
+
+    @contextmanager
+    def spawn(self, **settings: object) -> Iterator[Deployment]:
+        """A fresh deployment of the same kind (same redis-server for redis)."""
+        with start_deployment(self.kind, self.redis_url, **settings) as fresh:
+            yield fresh
+
+
+@contextmanager
+def start_deployment(kind: str, redis_url: str | None, **settings: object) -> Iterator[Deployment]:
+    count = 1 if kind == "memory" else 2
+    with ExitStack() as stack:
+        processes = [stack.enter_context(broker(redis_url, **settings)) for _ in range(count)]
+        yield Deployment(kind, processes, redis_url, dict(settings))
+
+
+# --- the agent side -------------------------------------------------------------------
+
+
+def single(qid: str = "target", options: Sequence[str] = ("staging", "production"), **extra: Any) -> dict[str, Any]:
+    return {
+        "id": qid,
+        "label": qid.title(),
+        "prompt": f"Pick one for {qid}?",
+        "type": "single",
+        "options": [{"id": o, "label": o.title()} for o in options],
+        **extra,
+    }
+
+
+def multi(qid: str = "checks", options: Sequence[str] = ("unit", "e2e", "lint"), **extra: Any) -> dict[str, Any]:
+    return {
+        "id": qid,
+        "label": qid.title(),
+        "prompt": f"Pick some for {qid}?",
+        "type": "multi",
+        "options": [{"id": o, "label": o.title()} for o in options],
+        **extra,
+    }
+
+
+def start_body(*questions: dict[str, Any]) -> dict[str, Any]:
+    return {"action": "start", "questions": list(questions) or [single()]}
+
+
+def resume_body(qid: str, revision: int, response: str) -> dict[str, Any]:
+    return {"action": "resume", "questionnaireId": qid, "revision": revision, "clarificationResponse": response}
+
+
+class Agent:
+    """The agent's HTTP calls for one session (a thin httpx.AsyncClient wrapper)."""
+
+    def __init__(self, base_url: str, sid: str, tok: str | None = None) -> None:
+        self.base_url = base_url
+        self.sid = sid
+        self.token = tok if tok is not None else token(sid, "agent")
+        self.http = httpx.AsyncClient(timeout=httpx.Timeout(60.0))
+
+    async def __aenter__(self) -> Agent:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.http.aclose()
+
+    def headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        headers.update(extra or {})
+        return headers
+
+    def _wait(self, wait: float | str | None) -> dict[str, str]:
+        return {} if wait is None else {"wait": str(wait)}
+
+    async def post(
+        self,
+        body: Any,
+        wait: float | str | None = 0,
+        *,
+        key: str | None = None,
+        base_url: str | None = None,
+        headers: dict[str, str] | None = None,
+        timeout: float = 60.0,
+    ) -> httpx.Response:
+        extra = dict(headers or {})
+        if key is not None:
+            extra["Idempotency-Key"] = key
+        kwargs: dict[str, Any] = {"content": body} if isinstance(body, (str, bytes)) else {"json": body}
+        if isinstance(body, (str, bytes)):
+            extra.setdefault("Content-Type", "application/json")
+        return await self.http.post(
+            f"{base_url or self.base_url}/v1/sessions/{self.sid}/questionnaire",
+            params=self._wait(wait),
+            headers=self.headers(extra),
+            timeout=timeout,
+            **kwargs,
+        )
+
+    async def start(
+        self, *questions: dict[str, Any], wait: float | str | None = 0, key: str | None = None
+    ) -> httpx.Response:
+        return await self.post(start_body(*questions), wait, key=key)
+
+    async def start_pending(self, *questions: dict[str, Any], key: str | None = None) -> dict[str, Any]:
+        return pending(await self.start(*questions, wait=0, key=key))
+
+    async def resume(
+        self, qid: str, revision: int, response: str, wait: float | str | None = 0, base_url: str | None = None
+    ) -> httpx.Response:
+        return await self.post(resume_body(qid, revision, response), wait, base_url=base_url)
+
+    async def get(self, qid: str, wait: float | str | None = 0, timeout: float = 60.0) -> httpx.Response:
+        return await self.http.get(
+            f"{self.base_url}/v1/sessions/{self.sid}/questionnaires/{qid}",
+            params=self._wait(wait),
+            headers=self.headers(),
+            timeout=timeout,
+        )
+
+    async def delete(self, qid: str) -> httpx.Response:
+        return await self.http.delete(
+            f"{self.base_url}/v1/sessions/{self.sid}/questionnaires/{qid}", headers=self.headers()
+        )
+
+    async def outcome(self, qid: str, wait: float = 15) -> ToolResult:
+        return tool_result(await self.get(qid, wait=wait))
+
+
+@dataclass
+class ToolResult:
+    marker: str
+    questionnaire_id: str
+    revision: int
+    text: str
+    details: dict[str, Any]
+    body: dict[str, Any]
+
+    @property
+    def status(self) -> str:
+        return str(self.details["status"])
+
+    @property
+    def lines(self) -> list[str]:
+        return self.text.splitlines()
+
+    def resume_call(self) -> dict[str, Any] | None:
+        """The JSON resume call the text tells the model to make, if it spells one out."""
+        for match in re.finditer(r"\{.*\}", self.text):
+            try:
+                value = json.loads(match.group(0))
+            except ValueError:
+                continue
+            if isinstance(value, dict) and value.get("action") == "resume":
+                return value
+        return None
+
+
+def tool_result(response: httpx.Response) -> ToolResult:
+    """Assert a 200 tool result of PROTOCOL.md's shape; return its parts."""
+    assert response.status_code == 200, f"expected 200, got {response.status_code}: {response.text}"
+    body = response.json()
+    assert set(body) == {"content", "details", "isError"}, body
+    assert body["isError"] is False
+    content = body["content"]
+    assert isinstance(content, list) and len(content) == 1, content
+    assert content[0]["type"] == "text" and isinstance(content[0]["text"], str), content
+    text = content[0]["text"]
+    first = text.splitlines()[0]
+    match = FIRST_LINE.fullmatch(first)
+    assert match, f"first line {first!r} is not '<MARKER> questionnaireId=<id> revision=<n>'"
+    marker, qid, revision = match.group(1), match.group(2), int(match.group(3))
+    assert marker in MARKER_STATUS, marker
+    details = body["details"]
+    assert details["version"] == 1
+    assert details["questionnaireId"] == qid
+    assert details["revision"] == revision
+    assert details["status"] == MARKER_STATUS[marker], (marker, details["status"])
+    for key in ("currentQuestionIndex", "questions", "answers", "draftAnswer", "clarifications"):
+        assert key in details, f"details lacks {key}: {sorted(details)}"
+    if details["status"] in ("cancelled", "unavailable"):
+        assert details["cancellationReason"] in ("user_cancelled", "aborted", "ui_unavailable", "ui_error")
+    else:
+        assert "cancellationReason" not in details, f"cancellationReason on a {details['status']} result"
+    if details["status"] == "needs_clarification":
+        assert details.get("clarificationRequest"), details
+    else:
+        assert "clarificationRequest" not in details, f"clarificationRequest on a {details['status']} result"
+    return ToolResult(marker, qid, revision, text, details, body)
+
+
+def pending(response: httpx.Response) -> dict[str, Any]:
+    """Assert a 202 of exactly ``{status, questionnaireId, revision, step}``."""
+    assert response.status_code == 202, f"expected 202, got {response.status_code}: {response.text}"
+    body = response.json()
+    assert set(body) == {"status", "questionnaireId", "revision", "step"}, body
+    assert body["status"] == "pending"
+    assert isinstance(body["questionnaireId"], str) and body["questionnaireId"]
+    assert isinstance(body["revision"], int) and isinstance(body["step"], int)
+    return body
+
+
+def error(response: httpx.Response, status: int, code: str) -> str:
+    """Assert ``{"error":{"code","message":"questionnaire: ..."}}`` with ``status``; return the message."""
+    assert response.status_code == status, f"expected {status} {code}, got {response.status_code}: {response.text}"
+    body = response.json()
+    assert set(body) == {"error"}, body
+    assert body["error"]["code"] == code, body
+    message = body["error"]["message"]
+    assert isinstance(message, str) and message.startswith("questionnaire:"), message
+    return message
+
+
+# --- the client side ------------------------------------------------------------------
+
+
+def person(ws_url: str, sid: str, tok: str | None = None, **kwargs: Any):  # type: ignore[no-untyped-def]
+    """``async with person(url, sid) as p:`` -- a ScriptedClient that has seen ``welcome``."""
+    return ScriptedClient.connect(ws_url, sid, tok if tok is not None else token(sid, "client"), **kwargs)
+
+
+async def raw_socket(
+    ws_url: str,
+    sid: str,
+    *,
+    subprotocol: str | None = JSON,
+    origin: str | None = None,
+    timeout: float = 10.0,
+) -> ClientConnection:
+    """A bare websocket, no hello sent: for handshake and close-code tests."""
+    return await asyncio.wait_for(
+        websockets.connect(
+            f"{ws_url}/v1/sessions/{sid}/ws",
+            subprotocols=[subprotocol] if subprotocol else None,  # type: ignore[list-item]
+            origin=origin,  # type: ignore[arg-type]
+            open_timeout=timeout,
+            max_size=None,
+            ping_interval=None,
+        ),
+        timeout,
+    )
+
+
+async def close_code(ws: ClientConnection, timeout: float = 10.0) -> int | None:
+    """Read until the broker closes; the close code it sent."""
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"the broker did not close the connection within {timeout}s")
+            await asyncio.wait_for(ws.recv(), remaining)
+    except websockets.ConnectionClosed as exc:
+        return exc.rcvd.code if exc.rcvd else None
+    except TimeoutError:
+        raise AssertionError(f"the broker did not close the connection within {timeout}s") from None
+
+
+def hello(tok: str, kind: str = "bot") -> str:
+    return json.dumps({"type": "hello", "token": tok, "client": {"kind": kind, "name": "protocol-suite"}})
+
+
+async def barrier(*clients: ScriptedClient) -> None:
+    """Ping every client and wait for its pong: everything the broker sent each one
+    in reply to earlier frames has then arrived (frames on a socket stay in order)."""
+    await asyncio.gather(*(c.ping() for c in clients))
+
+
+def frames_since(client: ScriptedClient, mark: int, kind: str | None = None) -> list[Frame]:
+    return [f for f in client.received[mark:] if kind is None or f.get("type") == kind]
+
+
+# --- default timers, measured in the background ----------------------------------------
+
+
+class DefaultProbes:
+    """Measures the protocol's default timers on a deployment started with no timer settings.
+
+    ``wait`` defaults to 30 s, ``hello`` is due within 10 s, ``QBROKER_CLIENT_WAIT`` is 5 s and
+    ``QBROKER_RECONNECT_GRACE`` 30 s. Measuring them takes 30 s of wall time, so each runs in
+    its own thread from the moment the deployment is up (see ``BackgroundProbes``), and the
+    tests in test_protocol_timeout_defaults.py only collect the measurements.
+    """
+
+    NAMES = ("wait_default", "hello_timeout", "client_wait", "reconnect_grace")
+
+    def __init__(self, deployment: Deployment) -> None:
+        self.deployment = deployment
+        self.results: dict[str, dict[str, Any]] = {name: {} for name in self.NAMES}
+        self.threads = {
+            name: threading.Thread(target=self._guarded, args=(name,), name=f"probe-{name}", daemon=True)
+            for name in self.NAMES
+        }
+
+    def start(self) -> DefaultProbes:
+        for thread in self.threads.values():
+            thread.start()
+        return self
+
+    def _guarded(self, name: str) -> None:
+        try:
+            getattr(self, f"_{name}")(self.results[name])
+        except Exception as exc:  # noqa: BLE001 - reported by the test that reads the result
+            self.results[name]["error"] = repr(exc)
+
+    # each probe -----------------------------------------------------------------------
+
+    @contextmanager
+    def _client(self, sid: str) -> Iterator[Any]:
+        from websockets.sync.client import connect
+
+        with connect(
+            f"{self.deployment.client_ws_url}/v1/sessions/{sid}/ws",
+            subprotocols=[JSON],  # type: ignore[list-item]
+            open_timeout=10,
+        ) as ws:
+            ws.send(hello(token(sid, "client")))
+            welcome = json.loads(ws.recv(timeout=10))
+            assert welcome["type"] == "welcome", welcome
+            yield ws
+
+    def _post(self, sid: str, wait: float | None) -> httpx.Response:
+        return httpx.post(
+            f"{self.deployment.agent_url}/v1/sessions/{sid}/questionnaire",
+            params={} if wait is None else {"wait": str(wait)},
+            json=start_body(single()),
+            headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
+            timeout=90,
+        )
+
+    def _wait_default(self, result: dict[str, Any]) -> None:
+        sid = new_sid("probe-wait")
+        with self._client(sid):
+            started = time.monotonic()
+            response = self._post(sid, None)
+            result.update(status=response.status_code, elapsed=time.monotonic() - started, body=response.json())
+
+    def _hello_timeout(self, result: dict[str, Any]) -> None:
+        from websockets.exceptions import ConnectionClosed
+        from websockets.sync.client import connect
+
+        sid = new_sid("probe-hello")
+        with connect(
+            f"{self.deployment.client_ws_url}/v1/sessions/{sid}/ws",
+            subprotocols=[JSON],  # type: ignore[list-item]
+            open_timeout=10,
+        ) as ws:
+            started = time.monotonic()
+            try:
+                ws.recv(timeout=30)
+            except ConnectionClosed as exc:
+                result.update(code=exc.rcvd.code if exc.rcvd else None, elapsed=time.monotonic() - started)
+            except TimeoutError:
+                result.update(code=None, elapsed=time.monotonic() - started)
+
+    def _client_wait(self, result: dict[str, Any]) -> None:
+        sid = new_sid("probe-client-wait")
+        started = time.monotonic()
+        response = self._post(sid, 20)
+        result.update(status=response.status_code, elapsed=time.monotonic() - started, body=response.json())
+
+    def _reconnect_grace(self, result: dict[str, Any]) -> None:
+        sid = new_sid("probe-grace")
+        with self._client(sid) as ws:
+            qid = self._post(sid, 0).json()["questionnaireId"]
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline:  # bounded: until the question is shown
+                frame = json.loads(ws.recv(timeout=max(0.01, deadline - time.monotonic())))
+                if frame["type"] == "question":
+                    break
+        gone = time.monotonic()
+        response = httpx.get(
+            f"{self.deployment.agent_url}/v1/sessions/{sid}/questionnaires/{qid}",
+            params={"wait": "60"},
+            headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
+            timeout=90,
+        )
+        result.update(status=response.status_code, elapsed=time.monotonic() - gone, body=response.json())
+
+    def result(self, name: str, timeout: float = 60) -> dict[str, Any]:
+        thread = self.threads[name]
+        thread.join(timeout)
+        assert not thread.is_alive(), f"the {name} probe is still running after {timeout}s"
+        return self.results[name]
+
+
+class BackgroundProbes:
+    """A dedicated default-settings deployment of one kind, started in a thread at the start
+    of the test session, running ``DefaultProbes`` while the rest of the suite runs."""
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+        self.stack = ExitStack()
+        self.probes: DefaultProbes | None = None
+        self.error: str | None = None
+        self.thread = threading.Thread(target=self._setup, name=f"probes-{kind}", daemon=True)
+
+    def start(self) -> BackgroundProbes:
+        self.thread.start()
+        return self
+
+    def _setup(self) -> None:
+        try:
+            redis_url = None
+            if self.kind == "redis":
+                if shutil.which("redis-server") is None:
+                    raise RuntimeError("redis-server is not installed")
+                redis_url = self.stack.enter_context(redis_server()).url
+            deployment = self.stack.enter_context(start_deployment(self.kind, redis_url))
+            self.probes = DefaultProbes(deployment).start()
+        except BaseException as exc:  # noqa: BLE001 - pytest.skip inside need() is a BaseException
+            self.error = repr(exc)
+
+    def result(self, name: str, timeout: float = 75) -> dict[str, Any]:
+        self.thread.join(30)
+        assert self.error is None, f"the {self.kind} deployment for the default-timer probes failed: {self.error}"
+        assert self.probes is not None, f"the {self.kind} deployment for the probes did not start in 30 s"
+        return self.probes.result(name, timeout)
+
+    def close(self) -> None:
+        self.thread.join(30)
+        if self.probes is not None:
+            for thread in self.probes.threads.values():
+                thread.join(45)
+        self.stack.close()
