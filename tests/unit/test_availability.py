@@ -1,0 +1,83 @@
+"""When nobody is there to answer: the pure deadline rules (time is passed in, never read)."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from broker.availability import Deadline, deadline, expired
+from broker.machine import Questionnaire
+from tests.unit.core_samples import T0, answer, cancel, clarify, new_questionnaire, resume
+
+WAIT = 5.0
+GRACE = 30.0
+
+
+def due(state: Questionnaire, clients: int, last_seen: float | None) -> Deadline | None:
+    return deadline(state, clients, last_seen, client_wait=WAIT, reconnect_grace=GRACE)
+
+
+def reason_at(state: Questionnaire, clients: int, last_seen: float | None, now: float) -> str | None:
+    return expired(state, clients, last_seen, now, client_wait=WAIT, reconnect_grace=GRACE)
+
+
+def test_a_connected_client_means_no_deadline() -> None:
+    state = new_questionnaire()
+    assert due(state, 1, None) is None
+    assert due(state, 3, T0 - 100) is None
+    assert reason_at(state, 1, None, T0 + 10_000) is None
+
+
+def test_a_questionnaire_nobody_ever_saw_is_unavailable_after_the_client_wait() -> None:
+    state = new_questionnaire()
+    assert due(state, 0, None) == Deadline(T0 + WAIT, "ui_unavailable")
+    assert reason_at(state, 0, None, T0) is None
+    assert reason_at(state, 0, None, T0 + WAIT - 0.001) is None
+    assert reason_at(state, 0, None, T0 + WAIT) == "ui_unavailable"  # the deadline itself counts
+    assert reason_at(state, 0, None, T0 + WAIT + 100) == "ui_unavailable"
+
+
+def test_a_client_that_left_before_the_start_counts_as_nobody() -> None:
+    state = new_questionnaire()
+    assert due(state, 0, T0 - 1) == Deadline(T0 + WAIT, "ui_unavailable")
+
+
+def test_a_client_seen_at_the_start_then_gone_gets_the_reconnect_grace() -> None:
+    state = new_questionnaire()
+    assert due(state, 0, T0) == Deadline(T0 + GRACE, "ui_error")
+
+
+def test_every_client_gone_mid_questionnaire_waits_the_reconnect_grace() -> None:
+    state = answer(new_questionnaire(), "a", now=T0 + 2)
+    gone_at = T0 + 50
+    assert due(state, 0, gone_at) == Deadline(gone_at + GRACE, "ui_error")
+    assert reason_at(state, 0, gone_at, gone_at + GRACE - 0.001) is None
+    assert reason_at(state, 0, gone_at, gone_at + GRACE) == "ui_error"
+
+
+def test_the_grace_counts_from_the_last_change_when_it_is_later_than_the_last_client() -> None:
+    # The person left while the agent was thinking; the agent resumed much later.
+    state = clarify(new_questionnaire(), now=T0 + 1)
+    state = resume(state, now=T0 + 500)
+    assert due(state, 0, T0 + 10) == Deadline(T0 + 500 + GRACE, "ui_error")
+    assert reason_at(state, 0, T0 + 10, T0 + 500 + GRACE - 1) is None
+
+
+@pytest.mark.parametrize("clients", [0, 1])
+def test_a_questionnaire_waiting_for_the_agent_never_expires(clients: int) -> None:
+    state = clarify(new_questionnaire())
+    assert due(state, clients, None) is None
+    assert reason_at(state, clients, T0, T0 + 10**6) is None
+
+
+def test_a_terminal_questionnaire_has_no_deadline() -> None:
+    state = cancel(new_questionnaire())
+    assert due(state, 0, None) is None
+    assert reason_at(state, 0, None, T0 + 10**6) is None
+
+
+def test_a_deadline_is_a_frozen_value() -> None:
+    value = Deadline(1.0, "ui_error")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        value.at = 2.0  # type: ignore[misc]
