@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import asyncio
 import contextlib
 import logging
 import sys
@@ -84,7 +83,7 @@ def run(args: argparse.Namespace) -> int:
     server.broker = app.state.broker
     _banner(config, generated)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(server.serve())
+        server.run()  # uvicorn picks uvloop when installed (asyncio.run would not)
     return 0 if server.started or not server.should_exit else 1
 
 

@@ -37,6 +37,8 @@ log = logging.getLogger("qbroker.service")
 # A lost compare-and-set means another process changed the state first; the command is
 # re-run against the newer state. More losses in a row than this is a conflict storm.
 MAX_CAS_ATTEMPTS = 16
+# How long a session hub with no clients and no waiting agent call keeps its subscription.
+HUB_LINGER = 30.0
 
 
 class Connection(Protocol):
@@ -85,6 +87,7 @@ class SessionHub:
     # common case costs one store round trip; a lost race re-reads the store.
     shown: Questionnaire | None = None
     subscribed: bool = False
+    idle_since: float | None = None  # monotonic time it lost its last client/waiter
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     changed: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -98,6 +101,8 @@ class SessionHub:
 
     def poke(self) -> None:
         """Wake every waiting agent call: something in this session changed."""
+        if self.waiters == 0:
+            return  # nobody holds the event: no need for a fresh one
         event, self.changed = self.changed, asyncio.Event()
         event.set()
 
@@ -402,6 +407,7 @@ class Broker:
         await self._refresh_all()
 
     async def _refresh_all(self) -> None:
+        await self._drop_idle_hubs()
         for hub in list(self.hubs.values()):
             hub.poke()
             with contextlib.suppress(StoreUnavailable):
@@ -438,6 +444,7 @@ class Broker:
         hub = self.hubs.get(session_id)
         if hub is None:
             hub = self.hubs[session_id] = SessionHub(session_id)
+        hub.idle_since = None
         return hub
 
     async def _ensure_subscribed(self, hub: SessionHub) -> None:
@@ -446,6 +453,24 @@ class Broker:
             await self.store.subscribe(hub.session_id)
 
     async def _release(self, hub: SessionHub) -> None:
+        """Note that ``hub`` lost its last client or waiter; the reconcile loop drops it later.
+
+        Lingering keeps the subscription across the gaps between one agent call and the
+        next (a long-poll ends, the re-attach follows), instead of an unsubscribe and a
+        subscribe round trip each time.
+        """
+        if not hub.interested and hub.idle_since is None:
+            hub.idle_since = time.monotonic()
+
+    async def _drop_idle_hubs(self) -> None:
+        cutoff = time.monotonic() - HUB_LINGER
+        for hub in list(self.hubs.values()):
+            if hub.interested:
+                hub.idle_since = None
+            elif hub.idle_since is not None and hub.idle_since < cutoff:
+                await self._drop(hub)
+
+    async def _drop(self, hub: SessionHub) -> None:
         if hub.interested or self.hubs.get(hub.session_id) is not hub:
             return
         del self.hubs[hub.session_id]

@@ -55,7 +55,7 @@ class MemoryStore(Store):
         session = self._sessions.get(session_id)
         if session is None:
             return None
-        self._expire(session)
+        self._expire(session, (questionnaire_id,))
         return session.questionnaires.get(questionnaire_id)
 
     async def compare_and_set(self, state: Questionnaire, expected_version: int) -> bool:
@@ -74,7 +74,7 @@ class MemoryStore(Store):
         session = self._sessions.get(session_id)
         if session is None:
             return []
-        self._expire(session)
+        self._expire(session, tuple(session.queue))
         return list(session.queue)
 
     async def heartbeat(self, session_id: str, client_id: str, ttl: float, now: float) -> None:
@@ -113,14 +113,20 @@ class MemoryStore(Store):
         if self._on_notice is not None and state.session_id in self._subscribed:
             await self._on_notice(Notice(state.session_id, state.id, state.version))
 
-    def _expire(self, session: _Session) -> None:
+    def _expire(self, session: _Session, only: tuple[str, ...] | None = None) -> None:
+        """Drop what outlived the retention: ``only`` these ids (cheap, on reads), or all."""
         now = self._now()
-        for questionnaire_id, expiry in list(session.expires_at.items()):
+        candidates = session.expires_at.items() if only is None else (
+            (qid, session.expires_at[qid]) for qid in only if qid in session.expires_at
+        )
+        for questionnaire_id, expiry in list(candidates):
             if expiry <= now:
                 del session.expires_at[questionnaire_id]
                 session.questionnaires.pop(questionnaire_id, None)
                 if questionnaire_id in session.queue:
                     session.queue.remove(questionnaire_id)
+        if only is not None:
+            return
         for key, (_, expiry) in list(session.idempotency.items()):
             if expiry <= now:
                 del session.idempotency[key]
