@@ -1,0 +1,133 @@
+"""The floors qbroker is measured against, each side in its own process (run by bench/run.py).
+
+    python bench/floors.py ws-server --port P          a bare `websockets` echo server
+    python bench/floors.py ws-client --port P -n N     N sequential echo round trips -> JSON
+    python bench/floors.py redis-client --url U -n N   N sequential redis-py GET round trips -> JSON
+
+Both sides run on uvloop (as qbroker's bots do) with compression off (as the bots connect).
+The payload is the size of a typical ``question`` frame, so framing costs are comparable.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import math
+import sys
+import time
+from typing import Any
+
+PAYLOAD = json.dumps(
+    {
+        "type": "question",
+        "questionnaireId": "0f9a3c1e-1111-2222-3333-444455556666",
+        "revision": 0,
+        "step": 1,
+        "index": 1,
+        "total": 3,
+        "question": {
+            "id": "q2",
+            "label": "Question 2",
+            "prompt": "What about q2?",
+            "type": "single",
+            "options": [{"id": f"o{i}", "label": f"Option {i}"} for i in range(1, 5)],
+            "allowOther": True,
+        },
+        "draft": None,
+        "progress": [{"questionId": f"q{i}", "label": f"Question {i}", "state": "pending"} for i in range(1, 4)],
+        "clarifications": [],
+    }
+)
+WARMUP = 200
+
+
+def _run(coro: Any) -> Any:
+    try:
+        import uvloop
+
+        with asyncio.Runner(loop_factory=uvloop.new_event_loop) as runner:
+            return runner.run(coro)
+    except ImportError:  # pragma: no cover
+        return asyncio.run(coro)
+
+
+def summarize(samples: list[float]) -> dict[str, float | int]:
+    ordered = sorted(samples)
+
+    def pct(p: float) -> float:  # nearest rank, in milliseconds
+        rank = max(1, math.ceil(p / 100.0 * len(ordered)))
+        return ordered[min(rank, len(ordered)) - 1] * 1000.0
+
+    return {"n": len(ordered), "p50": pct(50), "p90": pct(90), "p99": pct(99), "max": ordered[-1] * 1000.0}
+
+
+async def ws_server(port: int) -> None:
+    from websockets.asyncio.server import serve
+    from websockets.exceptions import ConnectionClosed
+
+    async def echo(ws: Any) -> None:
+        with contextlib.suppress(ConnectionClosed):  # idle clients just drop at the end
+            async for message in ws:
+                await ws.send(message)
+
+    async with serve(echo, "127.0.0.1", port, compression=None, ping_interval=20, max_size=1 << 20):
+        print("READY", flush=True)
+        await asyncio.sleep(3600)  # the parent terminates this process
+
+
+async def ws_client(port: int, n: int) -> dict[str, Any]:
+    from websockets.asyncio.client import connect
+
+    samples: list[float] = []
+    async with connect(f"ws://127.0.0.1:{port}/", compression=None, ping_interval=None) as ws:
+        for i in range(WARMUP + n):
+            t0 = time.perf_counter()
+            await ws.send(PAYLOAD)
+            await ws.recv()
+            if i >= WARMUP:
+                samples.append(time.perf_counter() - t0)
+    return summarize(samples)
+
+
+async def redis_client(url: str, n: int) -> dict[str, Any]:
+    import redis.asyncio as redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        await client.set("bench:floor", PAYLOAD)
+        samples: list[float] = []
+        for i in range(WARMUP + n):
+            t0 = time.perf_counter()
+            await client.get("bench:floor")
+            if i >= WARMUP:
+                samples.append(time.perf_counter() - t0)
+    finally:
+        await client.aclose()
+    return summarize(samples)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("mode", choices=("ws-server", "ws-client", "redis-client"))
+    parser.add_argument("--port", type=int, default=0)
+    parser.add_argument("--url", default="")
+    parser.add_argument("-n", type=int, default=2000)
+    args = parser.parse_args()
+    if args.mode == "ws-server":
+        _run(ws_server(args.port))
+        return 0
+    if args.mode == "ws-client":
+        result = _run(ws_client(args.port, args.n))
+    else:
+        if not args.url.startswith("redis://127.0.0.1:"):
+            print("floors: only a local redis (redis://127.0.0.1:PORT)", file=sys.stderr)
+            return 2
+        result = _run(redis_client(args.url, args.n))
+    print(json.dumps(result))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,907 @@
+"""qbroker's benchmark: one run, floors and qbroker side by side, on this machine.
+
+    python bench/run.py [--quick] [--record docs/benchmarks.md [--note TEXT]] [--profile DIR] [--no-redis]
+
+Measures, in one run:
+
+- the floors: a bare ``websockets`` echo round trip (server and client in separate
+  processes) and a bare redis-py round trip against a redis-server started here;
+- qbroker on the memory store (one broker) and on Redis (two brokers: every session's agent
+  on one, its bots on the other): answer -> next question and start -> first question
+  latency under light load; completed questionnaires/s with 100 and 1,000 concurrent
+  sessions (``qbroker bots`` in several processes, no think time); broker CPU time per
+  completed 3-question questionnaire (utime+stime from /proc/<pid>/stat of the broker
+  processes over the steady part of the run, divided by the questionnaires completed in
+  it); resident memory per idle connected client with 10,000 clients (broker RSS delta,
+  clients spread over several processes), beside the same figure for a bare websockets
+  server.
+
+It prints a table with each figure, its ratio to the floor and the target from issue 6, and a
+note wherever the load generator (or the machine as a whole), not the broker, limited a
+figure. Every child process is ours, talks to 127.0.0.1 only, and is stopped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import platform
+import re
+import resource
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parent.parent
+PY = sys.executable
+SECRET = "qbroker-bench-secret-0123456789abcdef"
+TICK = os.sysconf("SC_CLK_TCK")
+PROGRESS_RE = re.compile(r"\[bots\]\s+([\d.]+)s\s+done (\d+)")
+
+
+# --- processes and /proc -----------------------------------------------------------------
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def cpu_seconds(pid: int) -> float:
+    """utime + stime of ``pid`` in seconds (0 when it is gone)."""
+    try:
+        raw = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return 0.0
+    fields = raw[raw.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / TICK
+
+
+def rss_kib(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def machine_busy() -> tuple[float, float]:
+    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+    values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
+    idle = values[3] + (values[4] if len(values) > 4 else 0)
+    total = sum(values[:8])
+    return total - idle, total
+
+
+def child_env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env["PYTHONPATH"] = str(REPO) + os.pathsep + env.get("PYTHONPATH", "")
+    env["QBROKER_SECRET"] = SECRET
+    env.update(extra)
+    return env
+
+
+def wait_port(port: int, timeout: float) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with socket.socket() as sock:
+            sock.settimeout(0.2)
+            if sock.connect_ex(("127.0.0.1", port)) == 0:
+                return True
+        time.sleep(0.05)
+    return False
+
+
+def stop(process: subprocess.Popen[Any] | None, timeout: float = 15.0) -> None:
+    if process is None or process.poll() is not None:
+        return
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait(5)
+
+
+@contextlib.contextmanager
+def redis_server() -> Iterator[str | None]:
+    binary = shutil.which("redis-server")
+    if binary is None:
+        yield None
+        return
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="qbroker-bench-redis-") as tmp:
+        process = subprocess.Popen(
+            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tmp],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            if not wait_port(port, 10):
+                raise RuntimeError("redis-server did not start")
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            stop(process)
+
+
+@dataclass
+class Broker:
+    port: int
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    @property
+    def ws_url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}"
+
+    @property
+    def pid(self) -> int:
+        return self.process.pid
+
+
+@contextlib.contextmanager
+def brokers(count: int, redis_url: str | None) -> Iterator[list[Broker]]:
+    """``count`` brokers (sharing ``redis_url``, or one on the memory store)."""
+    started: list[Broker] = []
+    with tempfile.TemporaryDirectory(prefix="qbroker-bench-") as tmp:
+        try:
+            for i in range(count):
+                port = free_port()
+                env = child_env(
+                    QBROKER_DATA_DIR=tmp,
+                    QBROKER_LOG_LEVEL="warning",
+                    # Bots answer without thinking: lift the per-connection rate limit.
+                    QBROKER_RATE_LIMIT="1000000",
+                    QBROKER_RATE_BURST="1000000",
+                    QBROKER_CLIENT_WAIT="30",
+                )
+                if redis_url:
+                    env["QBROKER_REDIS_URL"] = redis_url
+                log = Path(tmp) / f"broker-{i}.log"
+                with open(log, "wb") as out:
+                    process = subprocess.Popen(
+                        [PY, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                        env=env,
+                        cwd=REPO,
+                        stdout=out,
+                        stderr=subprocess.STDOUT,
+                    )
+                broker = Broker(port, process, log)
+                started.append(broker)
+                if not _ready(broker, 30):
+                    raise RuntimeError(f"broker did not become ready:\n{log.read_text(errors='replace')[-3000:]}")
+            yield started
+        finally:
+            for broker in started:
+                stop(broker.process)
+
+
+def _ready(broker: Broker, timeout: float) -> bool:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if broker.process.poll() is not None:
+            return False
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{broker.url}/readyz", timeout=1).status_code == 200:
+                return True
+        time.sleep(0.1)
+    return False
+
+
+# --- floors --------------------------------------------------------------------------------
+
+
+def ws_echo_floor(n: int) -> dict[str, Any]:
+    port = free_port()
+    server = subprocess.Popen(
+        [PY, str(REPO / "bench" / "floors.py"), "ws-server", "--port", str(port)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if not wait_port(port, 15):
+            raise RuntimeError("echo server did not start")
+        out = subprocess.run(
+            [PY, str(REPO / "bench" / "floors.py"), "ws-client", "--port", str(port), "-n", str(n)],
+            env=child_env(),
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        return dict(json.loads(out.stdout))
+    finally:
+        stop(server)
+
+
+def redis_floor(url: str, n: int) -> dict[str, Any]:
+    out = subprocess.run(
+        [PY, str(REPO / "bench" / "floors.py"), "redis-client", "--url", url, "-n", str(n)],
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+    )
+    return dict(json.loads(out.stdout))
+
+
+# --- qbroker runs ----------------------------------------------------------------------------
+
+
+@dataclass
+class LoadResult:
+    report: dict[str, Any]
+    rate: float | None = None  # completed questionnaires/s over the steady window
+    cpu_per_q: float | None = None  # broker CPU seconds per completed questionnaire (steady window)
+    broker_util: list[float] = field(default_factory=list)  # per broker, cores busy in the window
+    machine_util: float | None = None  # share of all cores busy in the window
+    bots_util: list[float] = field(default_factory=list)  # per load process, cores busy (whole run)
+    window: float = 0.0
+    notes: list[str] = field(default_factory=list)
+
+
+def run_bots(urls: list[str], pids: list[int], args: list[str], timeout: float) -> LoadResult:
+    """Run ``qbroker bots`` while sampling the brokers' CPU and the bots' progress."""
+    command = [PY, "-m", "broker.cli", "bots", "--url", ",".join(urls), "--json", "--progress", *args]
+    samples: list[tuple[float, list[float], tuple[float, float]]] = []
+    progress: list[tuple[float, int]] = []
+    done = threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            samples.append((time.monotonic(), [cpu_seconds(p) for p in pids], machine_busy()))
+            done.wait(0.25)
+
+    process = subprocess.Popen(
+        command, env=child_env(), cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+
+    def read_progress() -> None:
+        assert process.stderr is not None
+        for line in process.stderr:
+            match = PROGRESS_RE.search(line)
+            if match:
+                progress.append((time.monotonic(), int(match.group(2))))
+            elif line.strip():
+                sys.stderr.write("  bots: " + line)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    reader = threading.Thread(target=read_progress, daemon=True)
+    sampler.start()
+    reader.start()
+    try:
+        stdout, _ = process.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        stdout, _ = process.communicate()
+    done.set()
+    sampler.join(2)
+    reader.join(2)
+    try:
+        report = json.loads(stdout)
+    except ValueError:
+        raise RuntimeError(f"qbroker bots printed no JSON (exit {process.returncode})") from None
+    result = LoadResult(report)
+    elapsed = report.get("elapsed_s") or 0.0
+    result.bots_util = [c / elapsed for c in report.get("load_cpu_s", []) if elapsed]
+    _steady_window(result, progress, samples)
+    return result
+
+
+def _steady_window(
+    result: LoadResult,
+    progress: list[tuple[float, int]],
+    samples: list[tuple[float, list[float], tuple[float, float]]],
+) -> None:
+    """Figures over the middle of the run (10% -> 90% of the completions): no set-up, no drain."""
+    if len(progress) < 3 or len(samples) < 3:
+        return
+    final = progress[-1][1]
+    low = next(((t, d) for t, d in progress if d >= 0.1 * final), None)
+    high = next(((t, d) for t, d in progress if d >= 0.9 * final), None)
+    if low is None or high is None or high[0] - low[0] < 0.5:
+        low, high = progress[0], progress[-1]
+    t1, d1 = low
+    t2, d2 = high
+    if t2 <= t1 or d2 <= d1:
+        return
+
+    def at(t: float) -> tuple[list[float], tuple[float, float]]:
+        best = min(samples, key=lambda s: abs(s[0] - t))
+        return best[1], best[2]
+
+    cpu1, m1 = at(t1)
+    cpu2, m2 = at(t2)
+    window = t2 - t1
+    completed = d2 - d1
+    result.window = window
+    result.rate = completed / window
+    result.cpu_per_q = sum(b - a for a, b in zip(cpu1, cpu2, strict=True)) / completed
+    result.broker_util = [(b - a) / window for a, b in zip(cpu1, cpu2, strict=True)]
+    busy, total = m2[0] - m1[0], m2[1] - m1[1]
+    result.machine_util = busy / total if total else None
+
+
+def latency_run(urls: list[str], pids: list[int], count: int) -> LoadResult:
+    """Light load (2 sessions, think 5-10 ms) so latency is not queueing."""
+    return run_bots(
+        urls,
+        pids,
+        [
+            "--sessions",
+            "2",
+            "--count",
+            str(count),
+            "--think-time",
+            "5-10",
+            "--questions",
+            "3",
+            "--duration",
+            "300",
+            "--processes",
+            "1",
+        ],
+        timeout=600,
+    )
+
+
+def throughput_run(urls: list[str], pids: list[int], sessions: int, duration: float, processes: int) -> LoadResult:
+    result = run_bots(
+        urls,
+        pids,
+        [
+            "--sessions",
+            str(sessions),
+            "--count",
+            "10000000",
+            "--duration",
+            str(duration),
+            "--think-time",
+            "0",
+            "--questions",
+            "3",
+            "--processes",
+            str(processes),
+            "--timeout",
+            "120",
+            "--wait",
+            "60",
+        ],
+        timeout=duration + 300,
+    )
+    nproc = os.cpu_count() or 1
+    broker_max = max(result.broker_util, default=0.0)
+    lg_max = max(result.bots_util, default=0.0)
+    if broker_max < 0.85:
+        if lg_max >= 0.85:
+            result.notes.append(f"load generator limited: bots at {lg_max:.0%} of a core, broker {broker_max:.0%}")
+        elif result.machine_util is not None and result.machine_util >= 0.9:
+            result.notes.append(
+                f"machine saturated ({result.machine_util:.0%} of {nproc} cores: bots {lg_max:.0%}/process, "
+                f"broker {broker_max:.0%}); the load generator shares the cores"
+            )
+    return result
+
+
+def idle_memory(ws_url: str, pid: int, clients: int, processes: int, mode: str) -> dict[str, Any]:
+    """RSS delta of ``pid`` per idle connected client, clients spread over ``processes``."""
+    time.sleep(1.0)
+    before = rss_kib(pid)
+    per = [clients // processes + (1 if i < clients % processes else 0) for i in range(processes)]
+    holders = []
+    prefix = f"idle-{os.urandom(3).hex()}"
+    for i, n in enumerate(per):
+        holders.append(
+            subprocess.Popen(
+                [
+                    PY,
+                    str(REPO / "bench" / "idle_clients.py"),
+                    "--url",
+                    ws_url,
+                    "--count",
+                    str(n),
+                    "--mode",
+                    mode,
+                    "--prefix",
+                    f"{prefix}-{i}",
+                ],
+                env=child_env(),
+                cwd=REPO,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+        )
+    connected = failed = 0
+    try:
+        for holder in holders:
+            assert holder.stdout is not None
+            line = holder.stdout.readline()  # "READY ok failed" (bounded by the clients' own timeouts)
+            parts = line.split()
+            if len(parts) == 3 and parts[0] == "READY":
+                connected += int(parts[1])
+                failed += int(parts[2])
+        time.sleep(3.0)  # let the broker settle (heartbeats, buffers)
+        after = rss_kib(pid)
+        holders_rss = sum(rss_kib(h.pid) for h in holders)
+    finally:
+        for holder in holders:
+            with contextlib.suppress(Exception):
+                assert holder.stdin is not None
+                holder.stdin.close()
+        for holder in holders:
+            try:
+                holder.wait(30)
+            except subprocess.TimeoutExpired:
+                holder.kill()
+    per_client = (after - before) / connected if connected else None
+    return {
+        "clients": connected,
+        "failed": failed,
+        "rss_before_kib": before,
+        "rss_after_kib": after,
+        "kib_per_client": per_client,
+        "client_processes_kib_per_client": holders_rss / connected if connected else None,
+    }
+
+
+def bare_ws_memory(clients: int, processes: int) -> dict[str, Any]:
+    port = free_port()
+    server = subprocess.Popen(
+        [PY, str(REPO / "bench" / "floors.py"), "ws-server", "--port", str(port)],
+        env=child_env(),
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        if not wait_port(port, 15):
+            raise RuntimeError("echo server did not start")
+        return idle_memory(f"ws://127.0.0.1:{port}", server.pid, clients, processes, "raw")
+    finally:
+        stop(server)
+
+
+def store_suite(name: str, redis_url: str | None, settings: Settings, profile_dir: Path | None) -> dict[str, Any]:
+    count = 2 if redis_url else 1
+    out: dict[str, Any] = {}
+    with brokers(count, redis_url) as procs:
+        urls = [b.url for b in procs]
+        pids = [b.pid for b in procs]
+        _say(f"{name}: latency ({settings.latency_count} questionnaires, light load)")
+        out["latency"] = latency_run(urls, pids, settings.latency_count)
+        for sessions in (100, 1000):
+            _say(f"{name}: throughput, {sessions} sessions, {settings.duration:g}s, {settings.bot_processes} bot procs")
+            profiler = _start_profile(profile_dir, f"{name}-{sessions}", pids, settings.duration) if profile_dir else []
+            out[f"tp{sessions}"] = throughput_run(urls, pids, sessions, settings.duration, settings.bot_processes)
+            for p in profiler:
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    p.wait(60)
+    # A fresh broker (the client-side one on Redis) for memory: no leftovers from the load.
+    with brokers(1, redis_url) as procs:
+        _say(f"{name}: {settings.clients} idle clients over {settings.client_processes} processes")
+        out["memory"] = idle_memory(
+            procs[0].ws_url, procs[0].pid, settings.clients, settings.client_processes, "qbroker"
+        )
+    return out
+
+
+def _start_profile(
+    directory: Path | None, label: str, pids: list[int], duration: float
+) -> list[subprocess.Popen[bytes]]:
+    spy = shutil.which("py-spy")
+    if directory is None or spy is None:
+        return []
+    directory.mkdir(parents=True, exist_ok=True)
+    procs = []
+    for i, pid in enumerate(pids):
+        target = directory / f"{label}-broker{i}.txt"
+        procs.append(
+            subprocess.Popen(
+                [
+                    spy,
+                    "record",
+                    "--pid",
+                    str(pid),
+                    "--format",
+                    "raw",
+                    "--rate",
+                    "200",
+                    "--nonblocking",
+                    "--duration",
+                    str(max(2, int(duration * 0.8))),
+                    "-o",
+                    str(target),
+                ],
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+    return procs
+
+
+# --- report ----------------------------------------------------------------------------------
+
+
+@dataclass
+class Settings:
+    latency_count: int
+    duration: float
+    clients: int
+    client_processes: int
+    bot_processes: int
+    echo_n: int
+
+
+def _say(message: str) -> None:
+    print(f"[bench] {message}", file=sys.stderr, flush=True)
+
+
+def describe_machine() -> dict[str, str]:
+    model = "unknown"
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                model = line.split(":", 1)[1].strip()
+                break
+    mem = ""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemTotal:"):
+                mem = f"{int(line.split()[1]) // 1024} MiB"
+    versions = {}
+    for module in ("websockets", "uvicorn", "redis", "uvloop", "httptools"):
+        with contextlib.suppress(Exception):
+            from importlib.metadata import version
+
+            versions[module] = version(module)
+    redis_version = ""
+    if shutil.which("redis-server"):
+        with contextlib.suppress(Exception):
+            redis_version = (
+                subprocess.run(["redis-server", "--version"], capture_output=True, text=True, timeout=10)
+                .stdout.split()[2]
+                .removeprefix("v=")
+            )
+    return {
+        "nproc": str(os.cpu_count()),
+        "cpu": model,
+        "memory": mem,
+        "kernel": platform.release(),
+        "python": platform.python_version(),
+        "packages": ", ".join(f"{k} {v}" for k, v in versions.items()),
+        "redis-server": redis_version or "not installed",
+    }
+
+
+def _ms(v: float | None) -> str:
+    return "-" if v is None else f"{v:.3f} ms" if v < 1 else f"{v:.2f} ms"
+
+
+def _ratio(v: float | None, floor: float | None) -> str:
+    return "-" if v is None or not floor else f"{v / floor:.1f}x"
+
+
+def _check(ok: bool | None) -> str:
+    return "" if ok is None else ("met" if ok else "MISSED")
+
+
+def build_rows(results: dict[str, Any]) -> list[list[str]]:
+    echo = results["floors"]["ws_echo"]
+    rows: list[list[str]] = [
+        ["websockets echo round trip p50 / p99", "floor", f"{_ms(echo['p50'])} / {_ms(echo['p99'])}", "1x", "", "", ""],
+    ]
+    if results["floors"].get("redis"):
+        r = results["floors"]["redis"]
+        rows.append(
+            ["redis-py GET round trip p50 / p99", "floor", f"{_ms(r['p50'])} / {_ms(r['p99'])}", "", "", "", ""]
+        )
+    bare = results["floors"].get("bare_ws_memory") or {}
+    bare_kib = bare.get("kib_per_client")
+    if bare_kib is not None:
+        rows.append(
+            [
+                f"RSS per idle client, bare websockets ({bare['clients']})",
+                "floor",
+                f"{bare_kib:.1f} KiB",
+                "1x",
+                "",
+                "",
+                "",
+            ]
+        )
+    targets = {
+        "memory": {"a50": 1.5, "s50": 4.0, "cpu": 0.0005},
+        "redis": {"a50": 2.5, "s50": 6.0, "cpu": 0.001},
+    }
+    for store in ("memory", "redis"):
+        suite = results.get(store)
+        if not suite:
+            continue
+        t = targets[store]
+        lat: LoadResult = suite["latency"]
+        lm = lat.report["latency_ms"]
+        a50, a99 = lm["answer_to_next_question"]["p50"], lm["answer_to_next_question"]["p99"]
+        s50, s99 = lm["start_to_first_question"]["p50"], lm["start_to_first_question"]["p99"]
+        errs = lat.report["error_total"]
+        note = f"{lat.report['questionnaires']['verified']} verified, {errs} errors"
+        rows += [
+            [
+                "answer -> next question p50",
+                store,
+                _ms(a50),
+                _ratio(a50, echo["p50"]),
+                f"<= {t['a50']}x echo p50",
+                _check(a50 is not None and a50 <= t["a50"] * echo["p50"]),
+                note,
+            ],
+            [
+                "answer -> next question p99",
+                store,
+                _ms(a99),
+                _ratio(a99, echo["p99"]),
+                "<= 3x echo p99",
+                _check(a99 is not None and a99 <= 3 * echo["p99"]),
+                "",
+            ],
+            [
+                "start -> first question p50",
+                store,
+                _ms(s50),
+                _ratio(s50, echo["p50"]),
+                f"<= {t['s50']}x echo p50",
+                _check(s50 is not None and s50 <= t["s50"] * echo["p50"]),
+                f"p99 {_ms(s99)}",
+            ],
+        ]
+        for sessions in (100, 1000):
+            tp: LoadResult = suite[f"tp{sessions}"]
+            rate = tp.rate if tp.rate is not None else tp.report.get("questionnaires_per_s")
+            util = "+".join(f"{u:.0%}" for u in tp.broker_util)
+            errors = tp.report["errors"]
+            top = ", ".join(f"{code} {n}" for code, n in sorted(errors.items(), key=lambda kv: -kv[1])[:3])
+            notes = [
+                f"broker CPU {util}",
+                f"{tp.report['error_total']} errors ({tp.report['verify_errors']} verify)"
+                + (f": {top}" if top else ""),
+            ]
+            notes += tp.notes
+            rows.append(
+                [
+                    f"completed questionnaires/s, {sessions} sessions",
+                    store,
+                    "-" if rate is None else f"{rate:.0f}/s",
+                    "",
+                    "",
+                    "",
+                    "; ".join(notes),
+                ]
+            )
+        cpus = [suite[f"tp{s}"].cpu_per_q for s in (100, 1000) if suite[f"tp{s}"].cpu_per_q is not None]
+        if cpus:
+            best = min(cpus)
+            rows.append(
+                [
+                    "broker CPU per 3-question questionnaire",
+                    store,
+                    f"{best * 1e6:.0f} us",
+                    "",
+                    f"<= {t['cpu'] * 1e6:.0f} us",
+                    _check(best <= t["cpu"]),
+                    "min of the 100/1000-session runs: " + " / ".join(f"{c * 1e6:.0f} us" for c in cpus),
+                ]
+            )
+        mem = suite["memory"]
+        kib = mem.get("kib_per_client")
+        rows.append(
+            [
+                f"RSS per idle client ({mem['clients']} clients)",
+                store,
+                "-" if kib is None else f"{kib:.1f} KiB",
+                _ratio(kib, bare_kib),
+                "<= 20 KiB",
+                _check(kib is not None and kib <= 20),
+                f"{mem['failed']} failed to connect",
+            ]
+        )
+    return rows
+
+
+def render(rows: list[list[str]], markdown: bool) -> str:
+    header = ["figure", "store", "value", "x floor", "target", "", "note"]
+    if markdown:
+        lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+        lines += ["| " + " | ".join(cell.replace("|", "/") for cell in row) + " |" for row in rows]
+        return "\n".join(lines)
+    widths = [max(len(str(r[i])) for r in [header, *rows]) for i in range(len(header) - 1)]
+    out = []
+    for row in [header, *rows]:
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(row[:-1], widths, strict=True)) + "  " + row[-1])
+    return "\n".join(out)
+
+
+def raise_nofile(want: int) -> int:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard if hard != resource.RLIM_INFINITY else want
+    target = max(soft, min(target, max(want, soft)))
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    return resource.getrlimit(resource.RLIMIT_NOFILE)[0]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--quick", action="store_true", help="short runs, 2,000 idle clients (a smoke test)")
+    parser.add_argument("--record", type=Path, default=None, help="write the run as markdown to this file")
+    parser.add_argument(
+        "--profile",
+        type=Path,
+        default=None,
+        help="py-spy raw profiles of the brokers during the throughput runs, into this directory",
+    )
+    parser.add_argument("--no-redis", action="store_true", help="skip the Redis runs")
+    parser.add_argument("--note", default="", help="a remark recorded with the run (e.g. that the machine was busy)")
+    parser.add_argument("--clients", type=int, default=None, help="idle clients for the memory figure (default 10000)")
+    parser.add_argument("--bot-processes", type=int, default=2, help="load-generator processes (default 2)")
+    args = parser.parse_args()
+    settings = Settings(
+        latency_count=120 if args.quick else 600,
+        duration=6.0 if args.quick else 20.0,
+        clients=args.clients or (2000 if args.quick else 10000),
+        client_processes=2 if args.quick else 4,
+        bot_processes=args.bot_processes,
+        echo_n=1000 if args.quick else 5000,
+    )
+    nofile = raise_nofile(settings.clients * 2 + 1000)
+    if nofile < settings.clients + 500:
+        _say(f"RLIMIT_NOFILE is {nofile}: not enough for {settings.clients} clients")
+        return 1
+    machine = describe_machine()
+    started = time.time()
+    results: dict[str, Any] = {"machine": machine, "settings": settings.__dict__, "floors": {}}
+    _say("floor: websockets echo round trip")
+    results["floors"]["ws_echo"] = ws_echo_floor(settings.echo_n)
+    _say(f"floor: bare websockets server with {settings.clients} idle clients")
+    results["floors"]["bare_ws_memory"] = bare_ws_memory(settings.clients, settings.client_processes)
+    with redis_server() as redis_url:
+        if redis_url:
+            _say("floor: redis-py round trip")
+            results["floors"]["redis"] = redis_floor(redis_url, settings.echo_n)
+        results["memory"] = store_suite("memory", None, settings, args.profile)
+        if redis_url and not args.no_redis:
+            try:
+                results["redis"] = store_suite("redis", redis_url, settings, args.profile)
+            except Exception as exc:  # noqa: BLE001 - the memory figures still count
+                _say(f"redis runs failed: {exc}")
+    rows = build_rows(results)
+    duration = time.time() - started
+    print()
+    print("machine: " + ", ".join(f"{k} {v}" for k, v in machine.items()))
+    print(render(rows, markdown=False))
+    print(f"\n(bench took {duration:.0f} s; {'quick' if args.quick else 'full'} run)")
+    if args.record:
+        args.record.write_text(_markdown(results, rows, args, duration))
+        _say(f"recorded in {args.record}")
+    bad = sum(
+        suite[key].report["verify_errors"]
+        for store in ("memory", "redis")
+        if (suite := results.get(store))
+        for key in ("latency", "tp100", "tp1000")
+    )
+    return 1 if bad else 0
+
+
+def _markdown(results: dict[str, Any], rows: list[list[str]], args: argparse.Namespace, duration: float) -> str:
+    m = results["machine"]
+    s = results["settings"]
+    note = f"**Note:** {args.note}\n\n" if args.note else ""
+    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    return f"""# Benchmarks
+
+`python bench/run.py` measures qbroker against floors measured in the same run on the same
+machine, and compares each figure with the targets of issue 6. `--quick` does short runs
+(a smoke test); `--record docs/benchmarks.md` rewrites this page (`--note TEXT` adds a remark);
+`--profile DIR` also records py-spy profiles of the brokers during the throughput runs
+(summarize them with `python bench/profile_summary.py DIR/*.txt`).
+
+## What is measured
+
+- **Floors.** A bare `websockets` echo round trip (server and client in separate processes,
+  uvloop, no compression, a question-sized text frame); a bare redis-py (asyncio, hiredis)
+  GET round trip against a redis-server the script starts; the resident memory per idle
+  connection of the bare websockets server.
+- **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
+  agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
+  - *latency*: {s["latency_count"]} questionnaires of 3 questions, 2 sessions, think time
+    5-10 ms (light load, so the figure is not queueing);
+  - *throughput*: 100 and 1,000 concurrent sessions, no think time, {s["duration"]:g} s
+    each, bots in {s["bot_processes"]} processes; the rate is taken over the steady middle of the run
+    (10% -> 90% of completions), without set-up and drain;
+  - *CPU per questionnaire*: utime+stime of the broker processes (from /proc/<pid>/stat)
+    over that same window, divided by the questionnaires completed in it, so it does not
+    depend on how fast the load generator is;
+  - *memory*: a fresh broker, RSS delta with {s["clients"]} idle clients connected (one per
+    session, hello said, `idle` received), spread over {s["client_processes"]} client processes.
+- Every questionnaire the bots run is verified (answers, text lines, clarifications);
+  the "note" column gives the errors.
+
+## The run recorded here
+
+{when}, {"quick" if args.quick else "full"} run, {duration:.0f} s.
+
+Machine: {m["nproc"]} cores ({m["cpu"]}), {m["memory"]} RAM, Linux {m["kernel"]},
+Python {m["python"]}; {m["packages"]}; redis-server {m["redis-server"]}.
+
+{note}The bots share the machine's cores with the brokers (and redis-server): "machine
+saturated" in a note means the whole machine was busy, so the load generator (or other
+processes), not only the broker, limited that figure. "load generator limited" means the
+bots' processes were at a full core while the broker was not.
+
+{render(rows, markdown=True)}
+
+Ratios are to the echo floor's p50 (p50 rows) or p99 (p99 rows); the memory ratio is to the
+bare websockets server's RSS per idle connection.
+
+## Raw figures
+
+```json
+{json.dumps(_plain(results), indent=2)}
+```
+"""
+
+
+def _plain(results: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {"floors": results["floors"], "settings": results["settings"]}
+    for store in ("memory", "redis"):
+        suite = results.get(store)
+        if not suite:
+            continue
+        entry: dict[str, Any] = {"memory": suite["memory"]}
+        for key in ("latency", "tp100", "tp1000"):
+            lr: LoadResult = suite[key]
+            entry[key] = {
+                "steady_rate_per_s": None if lr.rate is None else round(lr.rate, 1),
+                "cpu_us_per_questionnaire": None if lr.cpu_per_q is None else round(lr.cpu_per_q * 1e6),
+                "broker_util": [round(u, 2) for u in lr.broker_util],
+                "bots_util": [round(u, 2) for u in lr.bots_util],
+                "machine_util": None if lr.machine_util is None else round(lr.machine_util, 2),
+                "notes": lr.notes,
+                "bots": {
+                    k: lr.report[k]
+                    for k in (
+                        "elapsed_s",
+                        "questionnaires",
+                        "questionnaires_per_s",
+                        "frames_per_s",
+                        "latency_ms",
+                        "errors",
+                    )
+                },
+            }
+        out[store] = entry
+    return out
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,356 @@
+"""``qbroker bots``: load-test a broker with scripted websocket bots, and verify every answer.
+
+Runs ``--sessions`` sessions at once. Each has ``--bots`` websocket clients (json, msgpack
+or a mix) and an agent loop that starts questionnaires of the configured shape over HTTP,
+follows 202s, resumes after clarifications, and checks each result it gets back against
+what its bots answered. The bots think for ``--think-time`` ms before each action, ask for
+clarification (``--clarify-rate``), cancel (``--cancel-rate``) or drop and reconnect
+(``--reconnect-churn``) as configured. The run stops after ``--count`` questionnaires or
+``--duration`` seconds, whichever comes first; ``--processes`` spreads the sessions over
+several load processes and merges their figures.
+
+Exit status: 0 clean, 1 at least one verification mismatch (a lost or wrong answer),
+2 other errors (timeouts, refused calls, dropped connections), 64 bad usage.
+
+The implementation lives in clients/bots_plan.py (questionnaires, answers, the verifier),
+clients/bots_run.py (bots and agent loops) and clients/bots_stats.py (figures and report).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Any, NoReturn
+from urllib.parse import urlsplit
+
+LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
+MAX_COUNT = 10_000_000
+MAX_DURATION = 24 * 3600.0
+MAX_SESSIONS = 100_000
+EXIT_VERIFY = 1
+EXIT_ERRORS = 2
+EXIT_USAGE = 64
+
+_EPILOG = """\
+examples:
+  export QBROKER_SECRET=...   # the broker's secret: bots mint their own per-session tokens
+  qbroker bots --url http://127.0.0.1:8700 --sessions 10 --count 200
+  qbroker bots --url http://127.0.0.1:8701,http://127.0.0.1:8702 --sessions 100 --bots 2 \\
+      --codec mixed --clarify-rate 0.2 --cancel-rate 0.1 --reconnect-churn 0.05 \\
+      --duration 60 --count 100000 --processes 2 --json
+
+Several --url values spread each session over brokers (the agent on one, its bots on the
+others); that needs brokers sharing one Redis store.
+
+exit status: 0 clean, 1 verification mismatch, 2 other errors, 64 bad usage
+"""
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = _EPILOG
+
+    def usage_error(message: str) -> NoReturn:
+        parser.print_usage(sys.stderr)
+        parser.exit(EXIT_USAGE, f"{parser.prog}: error: {message}\n")
+
+    parser.error = usage_error  # type: ignore[method-assign]
+    add = parser.add_argument
+    add(
+        "--url",
+        action="append",
+        default=None,
+        metavar="URL",
+        help="broker base URL; repeat or comma-separate for several (default: $QBROKER_URL or http://127.0.0.1:8700)",
+    )
+    add(
+        "--secret",
+        "--token-secret",
+        dest="secret",
+        default=None,
+        help="the broker's QBROKER_SECRET, to mint per-session tokens (default: $QBROKER_SECRET)",
+    )
+    add("--sessions", type=int, default=4, help="concurrent sessions (default 4)")
+    add("--bots", type=int, default=1, help="websocket clients per session (default 1)")
+    add("--codec", choices=("json", "msgpack", "mixed"), default="json", help="websocket subprotocol")
+    add("--questions", type=int, default=3, help="questions per questionnaire (1-20, default 3)")
+    add("--options", type=int, default=4, help="options per question (1-50, default 4)")
+    add("--multi-share", type=float, default=0.3, help="share of multi-select questions (default 0.3)")
+    add("--other-share", type=float, default=0.1, help="share of answers using Other (default 0.1)")
+    add(
+        "--think-time",
+        default="20-60",
+        metavar="MS[-MS]",
+        help="pause before each bot action, ms or a range in ms (default 20-60; the broker's "
+        "per-connection rate limit is 50 frames/s)",
+    )
+    add("--clarify-rate", type=float, default=0.0, help="share of questionnaires with a clarification request")
+    add("--cancel-rate", type=float, default=0.0, help="share of questionnaires the person cancels")
+    add(
+        "--reconnect-churn",
+        type=float,
+        default=0.0,
+        help="per question, probability the answering bot drops and reconnects first",
+    )
+    add("--count", type=int, default=20, help="stop after this many questionnaires (default 20)")
+    add(
+        "--duration", type=float, default=30.0, help="stop starting questionnaires after this many seconds (default 30)"
+    )
+    add("--timeout", type=float, default=60.0, help="give up on one questionnaire after this many seconds")
+    add("--wait", type=float, default=30.0, help="the agent calls' long-poll ?wait= (seconds, default 30)")
+    add("--processes", type=int, default=1, help="load-generator processes (default 1)")
+    add("--seed", type=int, default=None, help="random seed (default: random)")
+    add("--deflate", action="store_true", help="offer permessage-deflate (off by default)")
+    add("--json", action="store_true", help="print the final figures as JSON on stdout")
+    add("--progress", action="store_true", help="show the progress line even when stderr is not a terminal")
+    add("--allow-remote", action="store_true", help="allow broker URLs other than localhost")
+
+
+def _fail(message: str) -> int:
+    print(f"qbroker bots: {message}", file=sys.stderr)
+    return EXIT_USAGE
+
+
+def parse_think(text: str) -> tuple[float, float]:
+    low, _, high = text.partition("-")
+    lo = float(low)
+    hi = float(high) if high else lo
+    if lo < 0 or hi < lo or hi > 600_000:
+        raise ValueError("--think-time must be MS or LOW-HIGH with 0 <= LOW <= HIGH <= 600000")
+    return lo, hi
+
+
+def split_urls(values: list[str] | None) -> list[str]:
+    raw = values or [os.environ.get("QBROKER_URL") or "http://127.0.0.1:8700"]
+    urls = [u.strip().rstrip("/") for value in raw for u in value.split(",") if u.strip()]
+    return urls
+
+
+def check_url(url: str, allow_remote: bool) -> str | None:
+    """An error message, or None when ``url`` may be used."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        return f"--url must be an http(s):// base URL, got {url!r}"
+    if parts.path not in ("", "/"):
+        return f"--url is the broker's base URL (no path), got {url!r}"
+    if not allow_remote and parts.hostname not in LOCAL_HOSTS:
+        return f"refusing to load-test {parts.hostname}: only localhost unless --allow-remote"
+    return None
+
+
+def run(args: argparse.Namespace) -> int:
+    from clients.bots_plan import Rates, Shape
+    from clients.bots_run import Options
+
+    urls = split_urls(args.url)
+    for url in urls:
+        problem = check_url(url, args.allow_remote)
+        if problem:
+            return _fail(problem)
+    secret = args.secret or os.environ.get("QBROKER_SECRET")
+    if not secret:
+        return _fail("no token secret: pass --secret or set QBROKER_SECRET (the broker's secret)")
+    try:
+        shape = Shape(args.questions, args.options, args.multi_share, args.other_share)
+        think = parse_think(args.think_time)
+    except ValueError as exc:
+        return _fail(str(exc))
+    for name in ("clarify_rate", "cancel_rate", "reconnect_churn"):
+        if not 0.0 <= getattr(args, name) <= 1.0:
+            return _fail(f"--{name.replace('_', '-')} must be between 0 and 1")
+    if not 1 <= args.sessions <= MAX_SESSIONS:
+        return _fail(f"--sessions must be 1-{MAX_SESSIONS}")
+    if not 1 <= args.bots <= 32:
+        return _fail("--bots must be 1-32")
+    if not 1 <= args.count <= MAX_COUNT:
+        return _fail(f"--count must be 1-{MAX_COUNT}")
+    if not 0 < args.duration <= MAX_DURATION:
+        return _fail(f"--duration must be in (0, {MAX_DURATION:g}] seconds")
+    if not 0 < args.timeout <= 3600 or not 0 <= args.wait <= 300:
+        return _fail("--timeout must be in (0, 3600] and --wait in [0, 300]")
+    processes = max(1, min(args.processes, args.sessions, 64))
+    seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
+    run_id = os.urandom(4).hex()  # fresh session ids every run, even with a fixed --seed
+    session_ids = [f"bots-{run_id}-{i}" for i in range(args.sessions)]
+
+    def options_for(worker: int) -> Options:
+        mine = session_ids[worker::processes]
+        count = args.count // processes + (1 if worker < args.count % processes else 0)
+        return Options(
+            urls=urls,
+            secret=secret,
+            session_ids=mine,
+            bots=args.bots,
+            codec=args.codec,
+            shape=shape,
+            rates=Rates(args.clarify_rate, args.cancel_rate, args.reconnect_churn),
+            think_ms=think,
+            count=count,
+            duration=args.duration,
+            timeout=args.timeout,
+            wait=args.wait,
+            seed=seed,
+            deflate=args.deflate,
+            session_offset=worker,
+            session_stride=processes,
+        )
+
+    config: dict[str, Any] = {
+        "urls": urls,
+        "processes": processes,
+        "sessions": args.sessions,
+        "bots_per_session": args.bots,
+        "codec": args.codec,
+        "questions": args.questions,
+        "options": args.options,
+        "multi_share": args.multi_share,
+        "other_share": args.other_share,
+        "think_ms": list(think),
+        "clarify_rate": args.clarify_rate,
+        "cancel_rate": args.cancel_rate,
+        "reconnect_churn": args.reconnect_churn,
+        "count": args.count,
+        "duration_s": args.duration,
+        "seed": seed,
+    }
+    show_progress = args.progress or sys.stderr.isatty()
+    stats = _run_processes(options_for, processes, show_progress, args)
+    report = stats.report(config)
+    if args.json:
+        import json
+
+        print(json.dumps(report, indent=2, ensure_ascii=False))
+    else:
+        print(stats.table(config))
+    if report["verify_errors"]:
+        return EXIT_VERIFY
+    return EXIT_ERRORS if report["error_total"] else 0
+
+
+# --- processes and progress ------------------------------------------------------------
+
+
+class _Progress:
+    """The live line on stderr: done / rate / errors, about twice a second."""
+
+    def __init__(self, enabled: bool) -> None:
+        import time
+
+        self.enabled = enabled
+        self.tty = sys.stderr.isatty()
+        self.clock = time.monotonic
+        self.started = self.clock()
+        self.last = 0.0
+        self.shown = False
+
+    def show(self, done: int, verified: int, errors: int, frames: int, force: bool = False) -> None:
+        if not self.enabled:
+            return
+        now = self.clock()
+        if not force and now - self.last < 0.5:
+            return
+        self.last = now
+        elapsed = max(1e-9, now - self.started)
+        line = (
+            f"[bots] {elapsed:6.1f}s  done {done}  verified {verified}  {done / elapsed:7.1f} q/s  "
+            f"{frames / elapsed:8.0f} frames/s  errors {errors}"
+        )
+        if self.tty:
+            sys.stderr.write("\r" + line + "\x1b[K")
+        else:
+            sys.stderr.write(line + "\n")
+        sys.stderr.flush()
+        self.shown = True
+
+    def finish(self) -> None:
+        if self.enabled and self.shown and self.tty:
+            sys.stderr.write("\n")
+            sys.stderr.flush()
+
+
+def _run_processes(options_for: Any, processes: int, show_progress: bool, args: argparse.Namespace) -> Any:
+    from clients.bots_run import run_load
+    from clients.bots_stats import Stats
+
+    progress = _Progress(show_progress)
+    if processes == 1:
+
+        def tick(stats: Stats) -> None:
+            progress.show(
+                stats.done,
+                stats.counters["verified"],
+                stats.error_total,
+                stats.counters["frames_in"] + stats.counters["frames_out"],
+            )
+
+        try:
+            stats = run_load(options_for(0), tick if show_progress else None)
+            progress.show(
+                stats.done,
+                stats.counters["verified"],
+                stats.error_total,
+                stats.counters["frames_in"] + stats.counters["frames_out"],
+                force=True,
+            )
+            return stats
+        finally:
+            progress.finish()
+
+    import multiprocessing as mp
+    import queue as queue_module
+    import time
+
+    ctx = mp.get_context("fork")
+    shared = [ctx.Array("d", 4, lock=False) for _ in range(processes)]
+    results: Any = ctx.Queue()
+    workers = [
+        ctx.Process(target=_worker, args=(i, options_for(i), shared[i], results), daemon=True) for i in range(processes)
+    ]
+    for worker in workers:
+        worker.start()
+    merged = Stats()
+    received = 0
+    hard_deadline = time.monotonic() + args.duration + args.timeout + 120.0
+    try:
+        while received < processes and time.monotonic() < hard_deadline:
+            try:
+                data = results.get(timeout=0.25)
+            except queue_module.Empty:
+                if not any(w.is_alive() for w in workers) and results.empty():
+                    break
+            else:
+                merged.merge(Stats.from_dict(data))
+                received += 1
+            totals = [sum(arr[k] for arr in shared) for k in range(4)]
+            progress.show(int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]))
+        totals = [sum(arr[k] for arr in shared) for k in range(4)]
+        progress.show(int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]), force=True)
+    finally:
+        progress.finish()
+        for worker in workers:
+            worker.join(timeout=5)
+            if worker.is_alive():
+                worker.terminate()
+                worker.join(timeout=5)
+    if received < processes:
+        merged.error("worker_lost", f"{processes - received} load process(es) returned no figures")
+    return merged
+
+
+def _worker(index: int, opts: Any, shared: Any, results: Any) -> None:
+    from clients.bots_run import run_load
+    from clients.bots_stats import Stats
+
+    def tick(stats: Stats) -> None:
+        shared[0] = stats.done
+        shared[1] = stats.counters["verified"]
+        shared[2] = stats.error_total
+        shared[3] = stats.counters["frames_in"] + stats.counters["frames_out"]
+
+    try:
+        stats = run_load(opts, tick)
+    except Exception as exc:  # noqa: BLE001 - report it as an error figure, never hang the parent
+        stats = Stats()
+        stats.error(f"exception_{type(exc).__name__}", f"load process {index}: {exc!r}")
+    results.put(stats.to_dict())

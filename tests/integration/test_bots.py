@@ -1,0 +1,192 @@
+"""``qbroker bots`` as an operator runs it: a subprocess against a live broker, small counts.
+
+Each run must finish with every questionnaire verified and zero errors, and ``--json`` must
+carry the figures the benchmark reads.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from typing import Any
+
+import pytest
+
+from tests.support import REPO_ROOT, TEST_SECRET, broker, need, redis_server
+
+LATENCIES = ("start_to_first_question", "answer_to_next_question", "questionnaire")
+
+
+def run_bots(*args: str, timeout: float = 120.0) -> tuple[int, dict[str, Any], str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_") or k == "QBROKER_BOTS_TRACE"}
+    env["QBROKER_SECRET"] = TEST_SECRET
+    env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    done = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bots", "--json", "--seed", "42", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env=env,
+        cwd=str(REPO_ROOT),
+    )
+    try:
+        report = json.loads(done.stdout) if done.stdout.strip() else {}
+    except ValueError:
+        pytest.fail(f"--json output does not parse:\n{done.stdout}\n{done.stderr}")
+    return done.returncode, report, done.stderr
+
+
+def assert_clean(code: int, report: dict[str, Any], stderr: str, count: int) -> None:
+    assert report, stderr
+    assert report["errors"] == {}, (report["mismatch_samples"], report["error_samples"], stderr)
+    assert code == 0, stderr
+    done = report["questionnaires"]
+    assert done["done"] == done["verified"] == count
+    assert report["error_total"] == report["verify_errors"] == 0
+    assert report["questionnaires_per_s"] > 0 and report["frames_per_s"] > 0
+    for key in LATENCIES:
+        row = report["latency_ms"][key]
+        assert set(row) == {"count", "p50", "p90", "p99", "max"}
+        assert row["count"] > 0
+        assert 0 <= row["p50"] <= row["p90"] <= row["p99"] <= row["max"]
+
+
+def test_json_bots_complete_and_verify_every_questionnaire() -> None:
+    with broker(log_level="warning") as b:
+        code, report, err = run_bots("--url", b.url, "--sessions", "3", "--count", "12", "--think-time", "1-5")
+    assert_clean(code, report, err, 12)
+    assert report["questionnaires"]["completed"] == 12
+    assert report["latency_ms"]["answer_to_next_question"]["count"] == 12 * 3
+    assert report["config"]["codec"] == "json"
+
+
+def test_msgpack_bots_with_clarifications_and_cancellations() -> None:
+    with broker(log_level="warning") as b:
+        code, report, err = run_bots(
+            "--url",
+            b.url,
+            "--codec",
+            "msgpack",
+            "--sessions",
+            "4",
+            "--count",
+            "24",
+            "--think-time",
+            "1-5",
+            "--clarify-rate",
+            "0.5",
+            "--cancel-rate",
+            "0.3",
+            "--multi-share",
+            "0.6",
+            "--other-share",
+            "0.4",
+        )
+    assert_clean(code, report, err, 24)
+    assert report["clarifications"] > 0
+    assert report["questionnaires"]["cancelled"] > 0
+    assert report["questionnaires"]["completed"] > 0
+
+
+def test_reconnect_churn_with_two_bots_per_session_loses_nothing() -> None:
+    with broker(log_level="warning") as b:
+        code, report, err = run_bots(
+            "--url",
+            b.url,
+            "--codec",
+            "mixed",
+            "--sessions",
+            "3",
+            "--bots",
+            "2",
+            "--count",
+            "15",
+            "--think-time",
+            "1-5",
+            "--reconnect-churn",
+            "0.5",
+            "--multi-share",
+            "0.7",
+            "--clarify-rate",
+            "0.3",
+        )
+    assert_clean(code, report, err, 15)
+    assert report["reconnects"] > 0
+
+
+def test_two_load_processes_merge_their_figures() -> None:
+    with broker(log_level="warning") as b:
+        code, report, err = run_bots(
+            "--url",
+            b.url,
+            "--processes",
+            "2",
+            "--sessions",
+            "4",
+            "--count",
+            "16",
+            "--think-time",
+            "1-5",
+            "--clarify-rate",
+            "0.2",
+            "--cancel-rate",
+            "0.2",
+        )
+    assert_clean(code, report, err, 16)
+    assert report["config"]["processes"] == 2
+    assert len(report["load_cpu_s"]) == 2
+
+
+def test_bots_refuse_a_remote_broker_without_allow_remote() -> None:
+    code, report, err = run_bots("--url", "http://192.0.2.1:8700", "--count", "1")
+    assert code == 64 and report == {}
+    assert "only localhost" in err
+
+
+def test_bots_need_a_token_secret() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    done = subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bots", "--url", "http://127.0.0.1:1", "--count", "1"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        cwd=str(REPO_ROOT),
+    )
+    assert done.returncode == 64 and "secret" in done.stderr
+
+
+@pytest.mark.redis
+def test_two_brokers_on_redis_agent_on_one_bots_on_the_other() -> None:
+    need(shutil.which("redis-server") is not None, "redis-server is not installed")
+    with (
+        redis_server() as redis,
+        broker(redis.url, log_level="warning") as one,
+        broker(redis.url, log_level="warning") as two,
+    ):
+        code, report, err = run_bots(
+            "--url",
+            f"{one.url},{two.url}",
+            "--codec",
+            "mixed",
+            "--sessions",
+            "4",
+            "--bots",
+            "2",
+            "--count",
+            "16",
+            "--think-time",
+            "1-5",
+            "--clarify-rate",
+            "0.3",
+            "--cancel-rate",
+            "0.2",
+            "--reconnect-churn",
+            "0.2",
+        )
+    assert_clean(code, report, err, 16)
+    assert report["config"]["urls"] == [one.url, two.url]

@@ -1,0 +1,239 @@
+"""The bots' verifier: a faithful tool result passes, every kind of wrong one is caught.
+
+Results are produced by the broker's own pure core (parse_tool_input -> machine -> results),
+played exactly as the bots play a plan, so the "faithful" case is the real thing; each
+tampering then changes one fact the way a buggy broker could.
+"""
+
+from __future__ import annotations
+
+import copy
+import random
+from typing import Any
+
+import pytest
+
+from broker import machine, results
+from broker.model import parse_tool_input
+from clients.bots import check_url, parse_think, split_urls
+from clients.bots_plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
+from clients.bots_stats import Samples, Stats, percentile
+
+NOW = 1_700_000_000.0
+
+
+def _plan(seed: int = 7, **rates: float) -> Plan:
+    shape = Shape(questions=4, options=5, multi_share=0.5, other_share=0.5)
+    return make_plan(random.Random(seed), shape, Rates(**rates), tag=f"t{seed}")
+
+
+def _play(plan: Plan, until_clarification: bool = False) -> tuple[Expectation, dict[str, Any]]:
+    """Drive the real state machine with what the bots would send; return the result."""
+    start = parse_tool_input(copy.deepcopy(plan.tool_input))
+    state = machine.start("qn-1", "sess", start.questions, NOW)  # type: ignore[union-attr]
+    expect = Expectation(plan, questionnaire_id="qn-1")
+    clarified: dict[int, int] = {}
+    for index in range(plan.total):
+        while clarified.get(index, 0) < plan.clarify_at.count(index):
+            clarified[index] = clarified.get(index, 0) + 1
+            request = plan.request(expect.revision + 1)
+            pick = plan.drafts[index]
+            draft = machine.Selection(pick.sent_ids, pick.sent_other) if pick else None
+            expect.asked(index, request, pick.expected if pick else None)
+            state = machine.apply(state, machine.Clarify(state.id, state.step, request, draft), NOW)
+            if until_clarification:
+                return expect, results.tool_result(state)
+            response = plan.response(state.revision)
+            expect.responded(state.revision, response)
+            state = machine.apply(state, machine.Resume(state.revision, response), NOW)
+        if index == plan.cancel_at:
+            state = machine.apply(state, machine.Cancel(state.id, state.step), NOW)
+            return expect, results.tool_result(state)
+        pick = plan.answers[index]
+        expect.answered(index)
+        command = machine.AnswerQuestion(
+            state.id, state.step, plan.snapshot[index]["id"], pick.sent_ids, pick.sent_other
+        )
+        state = machine.apply(state, command, NOW)
+    return expect, results.tool_result(state)
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_faithful_completed_result_verifies(seed: int) -> None:
+    plan = _plan(seed)
+    expect, result = _play(plan)
+    assert verify_result(expect, "completed", result) == []
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_faithful_cancelled_result_verifies(seed: int) -> None:
+    plan = _plan(seed, cancel=1.0, clarify=1.0)
+    expect, result = _play(plan)
+    assert plan.expected_status == "cancelled"
+    assert verify_result(expect, "cancelled", result) == []
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_a_faithful_clarification_result_verifies(seed: int) -> None:
+    plan = _plan(seed, clarify=1.0)
+    expect, result = _play(plan, until_clarification=True)
+    assert result["details"]["status"] == "needs_clarification"
+    assert verify_result(expect, "needs_clarification", result) == []
+
+
+def _completed_with_other() -> tuple[Expectation, dict[str, Any]]:
+    for seed in range(200):
+        plan = _plan(seed)
+        expect, result = _play(plan)
+        if any("other" in a for a in expect.answers) and any(len(a["selectedOptionIds"]) > 1 for a in expect.answers):
+            return expect, result
+    raise AssertionError("no plan with an Other answer and a multi selection")
+
+
+def _tamper_first(result: dict[str, Any], key: str, change: Any) -> None:
+    for answer in result["details"]["answers"]:
+        if key in answer and (key != "selectedOptionIds" or len(answer[key]) > 1):
+            change(answer)
+            return
+    raise AssertionError(f"no answer with {key}")
+
+
+def test_a_lost_answer_is_a_mismatch() -> None:
+    expect, result = _completed_with_other()
+    result["details"]["answers"].pop()
+    assert any("answers differ" in p for p in verify_result(expect, "completed", result))
+
+
+def test_a_wrong_option_is_a_mismatch() -> None:
+    expect, result = _completed_with_other()
+    _tamper_first(
+        result, "selectedOptionIds", lambda a: a.__setitem__("selectedOptionIds", a["selectedOptionIds"][:-1])
+    )
+    assert verify_result(expect, "completed", result)
+
+
+def test_option_ids_out_of_declared_order_are_a_mismatch() -> None:
+    expect, result = _completed_with_other()
+    _tamper_first(result, "selectedOptionIds", lambda a: a["selectedOptionIds"].reverse())
+    assert verify_result(expect, "completed", result)
+
+
+def test_an_untrimmed_or_altered_other_text_is_a_mismatch() -> None:
+    expect, result = _completed_with_other()
+    _tamper_first(result, "other", lambda a: a.__setitem__("other", a["other"] + " "))
+    assert verify_result(expect, "completed", result)
+
+
+def test_a_wrong_answer_line_in_the_text_is_a_mismatch() -> None:
+    expect, result = _completed_with_other()
+    line = answer_line(expect.answers[0])
+    text = result["content"][0]["text"]
+    assert line in text.split("\n")
+    result["content"][0]["text"] = text.replace(line, line.replace("optionIds=[", "optionIds=[zz, "))
+    problems = verify_result(expect, "completed", result)
+    assert problems and all("answer lines" in p for p in problems)
+
+
+def test_a_wrong_marker_line_is_a_mismatch() -> None:
+    expect, result = _completed_with_other()
+    text = result["content"][0]["text"]
+    result["content"][0]["text"] = text.replace("revision=0", "revision=1", 1)
+    assert any("first text line" in p for p in verify_result(expect, "completed", result))
+
+
+def test_a_cancellation_must_say_user_cancelled() -> None:
+    plan = _plan(3, cancel=1.0)
+    expect, result = _play(plan)
+    result["details"]["cancellationReason"] = "aborted"
+    assert any("cancellationReason" in p for p in verify_result(expect, "cancelled", result))
+
+
+def test_a_completed_result_when_the_person_cancelled_is_a_mismatch() -> None:
+    plan = _plan(3, cancel=1.0)
+    expect, result = _play(plan)
+    assert any("status" in p for p in verify_result(expect, "completed", result))
+
+
+def test_a_clarification_must_carry_the_right_response() -> None:
+    for seed in range(50):
+        plan = _plan(seed, clarify=1.0)
+        expect, result = _play(plan)
+        if plan.cancel_at is None and expect.clarifications:
+            break
+    result["details"]["clarifications"][0]["response"] = "something else"
+    assert any("clarifications differ" in p for p in verify_result(expect, "completed", result))
+
+
+def test_a_clarification_result_must_name_the_exact_resume_call() -> None:
+    plan = _plan(5, clarify=1.0)
+    expect, result = _play(plan, until_clarification=True)
+    result["content"][0]["text"] = result["content"][0]["text"].replace('"revision": 1', '"revision": 2')
+    assert any("resume call" in p for p in verify_result(expect, "needs_clarification", result))
+
+
+def test_a_result_for_another_questionnaire_is_a_mismatch() -> None:
+    expect, result = _completed_with_other()
+    expect.questionnaire_id = "qn-2"
+    assert verify_result(expect, "completed", result)
+
+
+def test_garbage_is_a_mismatch_not_a_crash() -> None:
+    expect, _ = _completed_with_other()
+    assert verify_result(expect, "completed", None) == ["the result has no details object"]
+    assert verify_result(expect, "completed", {"details": {}, "content": "x"})
+
+
+# --- small helpers --------------------------------------------------------------------
+
+
+def test_only_local_urls_are_allowed_without_allow_remote() -> None:
+    assert check_url("http://127.0.0.1:8700", False) is None
+    assert check_url("http://localhost:1", False) is None
+    assert check_url("http://[::1]:8700", False) is None
+    assert "refusing" in (check_url("http://example.com:8700", False) or "")
+    assert check_url("http://example.com:8700", True) is None
+    assert check_url("ftp://127.0.0.1", False)
+    assert check_url("http://127.0.0.1:8700/v1", False)
+
+
+def test_urls_may_be_repeated_or_comma_separated() -> None:
+    assert split_urls(["http://a:1, http://b:2/", "http://c:3"]) == ["http://a:1", "http://b:2", "http://c:3"]
+
+
+def test_think_time_is_a_value_or_a_range() -> None:
+    assert parse_think("5") == (5.0, 5.0)
+    assert parse_think("5-20") == (5.0, 20.0)
+    with pytest.raises(ValueError):
+        parse_think("20-5")
+
+
+def test_percentiles_are_nearest_rank() -> None:
+    ordered = [float(i) for i in range(1, 101)]
+    assert percentile(ordered, 50) == 50.0
+    assert percentile(ordered, 99) == 99.0
+    assert percentile([], 50) is None
+
+
+def test_stats_merge_across_processes_through_plain_dicts() -> None:
+    a, b = Stats(), Stats()
+    a.count("completed", 2)
+    a.observe("questionnaire", 0.5)
+    b.count("completed", 3)
+    b.error("verify_mismatch", "lost q2")
+    b.observe("questionnaire", 1.5)
+    merged = Stats()
+    for part in (a, b):
+        merged.merge(Stats.from_dict(part.to_dict()))
+    report = merged.report()
+    assert report["questionnaires"]["completed"] == 5
+    assert report["verify_errors"] == 1 and report["mismatch_samples"] == ["lost q2"]
+    assert report["latency_ms"]["questionnaire"]["max"] == 1500.0
+
+
+def test_samples_keep_an_exact_maximum_beyond_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("clients.bots_stats.SAMPLE_CAP", 10)
+    samples = Samples()
+    rng = random.Random(1)
+    for i in range(1000):
+        samples.add(float(i), rng)
+    assert len(samples.values) == 10 and samples.seen == 1000 and samples.maximum == 999.0
