@@ -1,7 +1,8 @@
 """The client websocket: handshake checks, hello/auth, limits, and the command loop.
 
 One ``ClientConnection`` per socket. Frames to the client go through a bounded outbound
-queue drained by a writer task, so a slow client never holds up the fan-out to others;
+queue drained by a writer task, so a slow client never holds up the fan-out to others
+(the task exists only while there is something to send: an idle client costs no task);
 one that falls too far behind is disconnected (it reconnects and gets the current state).
 """
 
@@ -12,6 +13,7 @@ import contextlib
 import logging
 import time
 import uuid
+from collections import deque
 from collections.abc import MutableMapping
 from typing import Any, Final
 from urllib.parse import urlsplit
@@ -56,28 +58,39 @@ class ClientConnection:
         self.session_id = session_id
         self.codec: Codec = codec
         self.client_id = uuid.uuid4().hex[:16]
-        self.outbound: asyncio.Queue[Encoded | None] = asyncio.Queue(OUTBOUND_QUEUE)
+        self.outbound: deque[Encoded] = deque()
         self.overflowed = False
+        self.writer: asyncio.Task[None] | None = None
 
     def deliver(self, frame: Encoded) -> None:
-        try:
-            self.outbound.put_nowait(frame)
-        except asyncio.QueueFull:
+        if len(self.outbound) >= OUTBOUND_QUEUE:
             self.overflowed = True
-            with contextlib.suppress(asyncio.QueueFull):
-                self.outbound.put_nowait(None)  # wakes the writer, which then closes
+        else:
+            self.outbound.append(frame)
+        if self.writer is None:
+            self.writer = asyncio.create_task(self._write())
 
-    async def writer(self) -> None:
-        while True:
-            item = await self.outbound.get()
-            if item is None or self.overflowed:
+    async def _write(self) -> None:
+        try:
+            while self.outbound and not self.overflowed:
+                data = self.outbound.popleft().data(self.codec)
+                if isinstance(data, str):
+                    await self.websocket.send_text(data)
+                else:
+                    await self.websocket.send_bytes(data)
+            if self.overflowed:
                 await _close(self.websocket, CloseCode.POLICY_VIOLATION, "client too slow")
-                return
-            data = item.data(self.codec)
-            if isinstance(data, str):
-                await self.websocket.send_text(data)
-            else:
-                await self.websocket.send_bytes(data)
+        except Exception:  # noqa: BLE001 - the socket went away; the receive loop notices
+            self.outbound.clear()
+        finally:
+            self.writer = None
+
+    async def stop(self) -> None:
+        writer = self.writer
+        if writer is not None:
+            writer.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await writer
 
 
 def origin_allowed(websocket: WebSocket, allowed: tuple[str, ...]) -> bool:
@@ -128,7 +141,6 @@ async def client_socket(websocket: WebSocket) -> None:
         await _close(websocket, CloseCode.TRY_AGAIN_LATER, "too many connections for this session")
         return
     connection = ClientConnection(websocket, session_id, codec)
-    writer = asyncio.create_task(connection.writer(), name=f"qbroker-writer-{connection.client_id}")
     expiry: asyncio.TimerHandle | None = None
     try:
         await broker.join(connection)
@@ -148,9 +160,7 @@ async def client_socket(websocket: WebSocket) -> None:
             expiry.cancel()
         with contextlib.suppress(Exception):
             await broker.leave(connection)
-        writer.cancel()
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await writer
+        await connection.stop()
 
 
 async def _receive_hello(

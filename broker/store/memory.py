@@ -6,12 +6,16 @@ event loop each call is atomic: compare-and-set needs no lock.
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
 from broker.machine import Questionnaire
 from broker.store.base import Notice, NoticeHandler, Presence, ReconnectHandler, Store
+
+log = logging.getLogger("qbroker.store.memory")
 
 
 @dataclass
@@ -30,6 +34,7 @@ class MemoryStore(Store):
         self._sessions: defaultdict[str, _Session] = defaultdict(_Session)
         self._subscribed: set[str] = set()
         self._on_notice: NoticeHandler | None = None
+        self._pending: set[asyncio.Future[None]] = set()
 
     # The memory store measures retention with the wall clock: it is the only clock
     # shared with the states' own timestamps.
@@ -108,10 +113,22 @@ class MemoryStore(Store):
 
     async def close(self) -> None:
         self._on_notice = None
+        for task in list(self._pending):
+            task.cancel()
 
     async def _notify(self, state: Questionnaire) -> None:
+        """Deliver the notice on the next loop turn, as pub/sub would: after the writer
+        has finished its own fan-out, so its own write is not shown twice."""
         if self._on_notice is not None and state.session_id in self._subscribed:
-            await self._on_notice(Notice(state.session_id, state.id, state.version))
+            notice = Notice(state.session_id, state.id, state.version)
+            task: asyncio.Future[None] = asyncio.ensure_future(self._on_notice(notice))
+            self._pending.add(task)
+            task.add_done_callback(self._notice_done)
+
+    def _notice_done(self, task: asyncio.Future[None]) -> None:
+        self._pending.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("notice handler failed", exc_info=task.exception())
 
     def _expire(self, session: _Session, only: tuple[str, ...] | None = None) -> None:
         """Drop what outlived the retention: ``only`` these ids (cheap, on reads), or all."""
