@@ -15,11 +15,13 @@ from starlette.staticfiles import StaticFiles
 from broker import http, ws
 from broker.config import Config
 from broker.metrics import CONTENT_TYPE
+from broker.openapi import build_openapi
 from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "clients" / "web"
+OPENAPI_DOCUMENT = build_openapi()
 
 
 async def healthz(request: Request) -> Response:
@@ -31,6 +33,11 @@ async def metrics(request: Request) -> Response:
     """Prometheus text format."""
     broker: Broker = request.app.state.broker
     return Response(broker.metrics.render(), media_type=CONTENT_TYPE)
+
+
+async def openapi(request: Request) -> Response:
+    """The agent API as an OpenAPI 3.1 document (broker/openapi.py)."""
+    return JSONResponse(OPENAPI_DOCUMENT)
 
 
 async def readyz(request: Request) -> Response:
@@ -45,7 +52,18 @@ async def readyz(request: Request) -> Response:
 
 def create_app(config: Config, store: Store | None = None) -> Starlette:
     """``config.secret`` must be set (``serve`` resolves the generated one first)."""
-    broker = Broker(config, store or open_store(config.redis_url, config.retention))
+    broker = Broker(
+        config,
+        store
+        or open_store(
+            config.redis_url,
+            config.retention,
+            cluster=config.redis_cluster,
+            wait_replicas=config.redis_wait_replicas,
+            wait_aof=config.redis_wait_aof,
+            wait_timeout=config.redis_wait_timeout,
+        ),
+    )
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:
@@ -59,6 +77,7 @@ def create_app(config: Config, store: Store | None = None) -> Starlette:
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
+        Route("/openapi.json", openapi),
         *http.routes,
         *ws.routes,
     ]

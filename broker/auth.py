@@ -34,7 +34,7 @@ class Claims:
 
 
 def valid_session_id(sid: str) -> bool:
-    return bool(SESSION_ID_RE.match(sid))
+    return bool(SESSION_ID_RE.fullmatch(sid))  # fullmatch: "$" alone would let "sid\n" through
 
 
 def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None) -> str:

@@ -19,6 +19,15 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
         raise SystemExit(f"qbroker: {name} must be a number, got {raw!r}") from None
 
 
+def _flag(env: dict[str, str], name: str) -> bool:
+    raw = env.get(name, "").strip().lower()
+    if raw in ("", "0", "false", "no", "off"):
+        return False
+    if raw in ("1", "true", "yes", "on"):
+        return True
+    raise SystemExit(f"qbroker: {name} must be 1 or 0, got {raw!r}")
+
+
 @dataclass(frozen=True)
 class Config:
     host: str = "127.0.0.1"
@@ -26,6 +35,12 @@ class Config:
     secret: str | None = None
     data_dir: Path = field(default_factory=lambda: Path.home() / ".qbroker")
     redis_url: str | None = None
+    # Redis Cluster (QBROKER_REDIS_CLUSTER=1, redis_url names any node) and the optional
+    # per-write durability waits (WAIT / WAITAOF); see docs/deploy.md.
+    redis_cluster: bool = False
+    redis_wait_replicas: int = 0
+    redis_wait_aof: bool = False
+    redis_wait_timeout: float = 2.0
     client_wait: float = 5.0
     reconnect_grace: float = 30.0
     retention: float = 7 * 24 * 3600.0
@@ -53,6 +68,10 @@ class Config:
             secret=e.get("QBROKER_SECRET") or None,
             data_dir=Path(e["QBROKER_DATA_DIR"]) if e.get("QBROKER_DATA_DIR") else Path.home() / ".qbroker",
             redis_url=e.get("QBROKER_REDIS_URL") or None,
+            redis_cluster=_flag(e, "QBROKER_REDIS_CLUSTER"),
+            redis_wait_replicas=int(_float(e, "QBROKER_REDIS_WAIT_REPLICAS", cls.redis_wait_replicas)),
+            redis_wait_aof=_flag(e, "QBROKER_REDIS_WAIT_AOF"),
+            redis_wait_timeout=_float(e, "QBROKER_REDIS_WAIT_TIMEOUT", cls.redis_wait_timeout),
             client_wait=_float(e, "QBROKER_CLIENT_WAIT", cls.client_wait),
             reconnect_grace=_float(e, "QBROKER_RECONNECT_GRACE", cls.reconnect_grace),
             retention=_float(e, "QBROKER_RETENTION", cls.retention),

@@ -5,8 +5,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import re
 from collections.abc import Awaitable, Callable
-from typing import Any
+from typing import Any, Final
 
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
@@ -56,14 +57,34 @@ def _authorize(request: Request) -> tuple[Broker, str]:
     return broker, session_id
 
 
+def _query(request: Request, allowed: frozenset[str]) -> None:
+    """Refuse unknown or repeated query parameters, as unknown keys are refused everywhere
+    else: a typo such as ``?wiat=5`` must not silently become the default 30 s wait."""
+    names = request.query_params.keys()
+    unknown = sorted(set(names) - allowed)
+    if unknown:
+        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise invalid(f"unknown query parameter(s) {shown}; this call takes {', '.join(sorted(allowed)) or 'none'}")
+    repeated = sorted(name for name in allowed if len(request.query_params.getlist(name)) > 1)
+    if repeated:
+        raise invalid(f"query parameter {repeated[0]!r} is given more than once")
+
+
+_NUMBER: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?", re.ASCII)
+_WAIT_ONLY: Final = frozenset({"wait"})
+_NO_QUERY: Final = frozenset[str]()
+
+
 def _wait(request: Request) -> float:
+    _query(request, _WAIT_ONLY)
     raw = request.query_params.get("wait")
     if raw is None:
         return DEFAULT_WAIT
-    try:
-        wait = float(raw)
-    except ValueError:
-        raise invalid(f"wait must be a number of seconds from 0 to 300, got {raw!r}") from None
+    # A plain number ("30", "0.5", "1e-3"): float() alone would also take " 5", "1_0",
+    # "+5" and non-ASCII digits, none of which is a number in the API's documented sense.
+    if not _NUMBER.fullmatch(raw):
+        raise invalid(f"wait must be a number of seconds from 0 to 300, got {raw[:40]!r}")
+    wait = float(raw)
     if not math.isfinite(wait) or not 0 <= wait <= MAX_WAIT:
         raise invalid(f"wait must be a number of seconds from 0 to 300, got {raw!r}")
     return wait
@@ -80,7 +101,7 @@ async def _json_body(request: Request) -> Any:
             raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 2 MiB")
     try:
         return json.loads(body)
-    except (ValueError, UnicodeDecodeError):
+    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: '[[[[...' nested too deep
         raise invalid("the request body must be a JSON object (the tool input)") from None
 
 
@@ -97,6 +118,7 @@ async def _guarded(request: Request, handler: Callable[[Request], Awaitable[Resp
         return error_response(exc)
     except StoreUnavailable:
         log.warning("store unavailable", extra={"path": request.url.path})
+        _broker(request).metrics.errors.labels("store_unavailable").inc()
         return error_response(
             BrokerError("store_unavailable", "questionnaire: the state store is unavailable; retry shortly")
         )
@@ -130,13 +152,42 @@ async def get_questionnaire(request: Request) -> Response:
 async def delete_questionnaire(request: Request) -> Response:
     async def handle(request: Request) -> Response:
         broker, session_id = _authorize(request)
+        _query(request, _NO_QUERY)
         return _respond(await broker.abort(session_id, request.path_params["qid"]))
 
     return await _guarded(request, handle)
 
 
+def _method_not_allowed(allow: str) -> Callable[[Request], Awaitable[Response]]:
+    """405 with the right ``Allow`` header and an error body like every other refusal.
+
+    Without these routes a wrong method on an API path would fall through to the web
+    client's static mount at ``/``, which answers 405 ``Allow: GET, HEAD``: wrong here.
+    """
+
+    async def endpoint(request: Request) -> Response:
+        message = f"questionnaire: {request.method} is not allowed on this path; use {allow}"
+        return JSONResponse(
+            {"error": {"code": "method_not_allowed", "message": message}}, status_code=405, headers={"Allow": allow}
+        )
+
+    return endpoint
+
+
+_OTHER_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
+
 routes = [
     Route("/v1/sessions/{sid}/questionnaire", post_questionnaire, methods=["POST"]),
     Route("/v1/sessions/{sid}/questionnaires/{qid}", get_questionnaire, methods=["GET"]),
     Route("/v1/sessions/{sid}/questionnaires/{qid}", delete_questionnaire, methods=["DELETE"]),
+    Route(
+        "/v1/sessions/{sid}/questionnaire",
+        _method_not_allowed("POST"),
+        methods=[m for m in _OTHER_METHODS if m != "POST"],
+    ),
+    Route(
+        "/v1/sessions/{sid}/questionnaires/{qid}",
+        _method_not_allowed("GET, HEAD, DELETE"),  # Starlette serves HEAD wherever it serves GET
+        methods=[m for m in _OTHER_METHODS if m not in ("GET", "HEAD", "DELETE")],
+    ),
 ]

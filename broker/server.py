@@ -7,6 +7,7 @@ import contextlib
 import logging
 import sys
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import uvicorn
 
@@ -89,7 +90,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _banner(config: Config, generated: bool) -> None:
     base = f"http://{'127.0.0.1' if config.host in ('0.0.0.0', '::') else config.host}:{config.port}"
-    store = f"redis ({config.redis_url})" if config.redis_url else "memory (embedded, one process)"
+    store = f"redis ({_redacted(config.redis_url)})" if config.redis_url else "memory (embedded, one process)"
     lines = [f"qbroker listening on {base}  store: {store}"]
     if generated:
         assert config.secret is not None
@@ -106,3 +107,12 @@ def _banner(config: Config, generated: bool) -> None:
             f"  qbroker tui --url {base} --session {DEMO_SESSION} --token {client}",
         ]
     print("\n".join(lines), flush=True)
+
+
+def _redacted(url: str) -> str:
+    """The Redis URL without its password, fit for a terminal or a log."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
+    return urlunsplit(parts._replace(netloc=netloc))

@@ -30,14 +30,16 @@ if TYPE_CHECKING:
 
 TOOL_NAME: Final = "questionnaire"
 
-# Limits from the seed (and broker/model.py, which enforces them on the broker side).
-MAX_QUESTIONS: Final = 20
-MAX_OPTIONS: Final = 50
-MAX_ID: Final = 128
-MAX_LABEL: Final = 200
-MAX_PROMPT: Final = 2000
-MAX_DESCRIPTION: Final = 500
-MAX_CLARIFICATION: Final = 1000
+# The seed's limits, from the module that enforces them on the broker side: one source.
+from broker.model import (  # noqa: E402 - grouped with their comment
+    MAX_CLARIFICATION,
+    MAX_DESCRIPTION,
+    MAX_ID,
+    MAX_LABEL,
+    MAX_OPTIONS,
+    MAX_PROMPT,
+    MAX_QUESTIONS,
+)
 
 
 def _text(max_length: int, description: str) -> dict[str, Any]:

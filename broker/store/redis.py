@@ -1,4 +1,4 @@
-"""The Redis store: any number of broker processes share one Redis (or one cluster slot per session).
+"""The Redis store: any number of broker processes share one Redis, or one Redis Cluster.
 
 Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives on one slot::
 
@@ -12,17 +12,36 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
 
 Every write is one Lua script, so it is one round trip and atomic: compare-and-set checks
 the version, maintains the queue, renews the retention TTL and publishes the notice in the
-same step. The scripts only touch keys of one session (some build a key name from the
-session's own prefix, which keeps them on the session's slot).
+same step. The scripts only touch keys of one session. Every key known before the call is
+passed in KEYS (that is what routes the script to the session's slot on a cluster); two
+scripts also read a questionnaire whose id they find inside (the idempotency key's target,
+the queue's members) by building its name from the session's own prefix, which keeps the
+read on the same slot, and so on the node that runs the script.
 
 A retried script (the reply of the first attempt was lost) is harmless: create rewrites the
 same record, and compare-and-set reports success again when it finds its own write.
 
-Notices travel over ONE dedicated connection per store, owned by a reader task that
-subscribes sessions as the service asks. When that connection drops the reader reconnects
-with backoff, subscribes every session again, waits for Redis to confirm, and only then
-calls ``on_reconnect`` so the service re-reads what it may have missed. An idle connection
+Notices travel over dedicated pub/sub connections ("links"), each owned by a reader task:
+
+- one Redis: one link, with SUBSCRIBE/PUBLISH, or SSUBSCRIBE/SPUBLISH (``sharded=True``);
+- Redis Cluster (``cluster=True``, Redis 7): sharded pub/sub, so a session's notices stay on
+  the shard that holds its keys and the cluster's pub/sub traffic spreads with the sessions.
+  SSUBSCRIBE must reach the primary that owns the channel's slot, so there is one link per
+  primary, and each channel rides the link of its slot's owner.
+
+When a link drops, when Redis answers MOVED, or when Redis unsubscribes a channel on its own
+(its slot migrated, or the node lost its primary role in a failover) the link reconnects
+with backoff; on a cluster it first re-reads the slot map and moves every channel to the
+link of its current owner (new primaries get new links, links of nodes that are no longer
+primaries retire). A link subscribes all its channels, waits for Redis to confirm, and only
+then calls ``on_reconnect`` so the service re-reads what it may have missed. An idle link
 is probed with PING so a silently dead peer is noticed too.
+
+Durability (docs/deploy.md): ``wait_replicas`` / ``wait_aof`` make every create and
+compare-and-set wait, on the connection that wrote, for WAIT (replicas acknowledged) or
+WAITAOF (fsynced to the AOF, Redis 7.2+). A write that misses the target within
+``wait_timeout`` still stands, but the call raises ``StoreUnavailable``, so the broker never
+acknowledges it; a retry finds its own write. Not available on a cluster.
 """
 
 from __future__ import annotations
@@ -30,17 +49,20 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final
 
 import msgpack
 from redis.asyncio import Redis
+from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff
+from redis.backoff import ExponentialBackoff, NoBackoff
+from redis.commands.core import AsyncScript
+from redis.exceptions import ClusterError, RedisClusterException, RedisError, ResponseError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
@@ -56,14 +78,16 @@ from broker.store.base import (
 
 logger = logging.getLogger(__name__)
 
-# Errors that mean "Redis cannot be reached" (redis-py wraps most socket errors, not all).
-_UNREACHABLE: Final = (RedisConnectionError, RedisTimeoutError, OSError)
+# Errors that mean "Redis cannot be reached" (redis-py wraps most socket errors, not all;
+# a cluster adds CLUSTERDOWN, an uncovered slot and "no startup node answers").
+_UNREACHABLE: Final = (RedisConnectionError, RedisTimeoutError, OSError, ClusterError, RedisClusterException)
 
-_IDLE_PROBE: Final = 5.0  # seconds without traffic before the notice connection is PINGed
+_IDLE_PROBE: Final = 5.0  # seconds without traffic before a notice connection is PINGed
 _CONFIRM_TIMEOUT: Final = 5.0  # seconds for Redis to confirm a subscription
 _BACKOFF_MIN: Final = 0.05
 _BACKOFF_MAX: Final = 2.0
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
+_STANDALONE: Final = "redis"  # the name of the only link on a single Redis
 
 # --- scripts --------------------------------------------------------------------------
 
@@ -192,14 +216,188 @@ def _decode_notice(data: Any) -> Notice | None:
     return Notice(session_id, questionnaire_id, version)
 
 
+class _Unsubscribed(Exception):
+    """Redis dropped a subscription we still want (slot migration, failover)."""
+
+
+class _Link:
+    """One notice connection to one endpoint (the Redis, or one cluster primary).
+
+    ``channels`` are the subscriptions it carries; its reader task owns the connection and
+    is the only one to (re)connect it. ``missed`` says notices may have been lost since the
+    last connection, so the next one ends with ``on_reconnect``.
+    """
+
+    def __init__(self, store: RedisStore, name: str, make_connection: Callable[[], AbstractConnection]) -> None:
+        self.store = store
+        self.name = name
+        self.channels: set[bytes] = set()
+        self.connection: AbstractConnection | None = None
+        self.lock = asyncio.Lock()  # subscription commands vs. (re)connecting
+        self.task: asyncio.Task[None] | None = None
+        self.missed = False
+        self.retired = False
+        self._make_connection = make_connection
+        self._kicked = False  # the connection was closed on purpose: reconnect at once
+        self._leaving: Counter[bytes] = Counter()  # unsubscriptions Redis has yet to confirm
+
+    def run(self, early: list[Any]) -> None:
+        if self.task is None:
+            self.task = asyncio.create_task(self._read(early), name=f"qbroker-redis-notices-{self.name}")
+
+    async def connect(self) -> list[Any]:
+        """Open the connection, subscribe every channel, await the confirmations.
+
+        Returns the notices that arrived meanwhile: the caller handles them once the lock is
+        released (a handler may well subscribe another session).
+        """
+        loop = asyncio.get_running_loop()
+        early: list[Any] = []
+        async with self.lock:
+            await self.disconnect()
+            self._leaving.clear()
+            connection = self._make_connection()
+            try:
+                await connection.connect()  # type: ignore[no-untyped-call]
+                channels = set(self.channels)
+                if channels:
+                    # One command per channel: on a cluster, SSUBSCRIBE takes channels of one slot.
+                    commands = [(self.store._subscribe_command, channel) for channel in channels]
+                    await connection.send_packed_command(connection.pack_commands(commands))
+                deadline = loop.time() + _CONFIRM_TIMEOUT
+                while channels:
+                    remaining = deadline - loop.time()
+                    if remaining <= 0:
+                        raise RedisTimeoutError("subscriptions were not confirmed in time")
+                    reply = await connection.read_response(timeout=remaining, push_request=True)
+                    channel = self.store._confirmed(reply)
+                    if channel is not None:
+                        channels.discard(channel)
+                    elif reply is not None:
+                        early.append(reply)
+            except BaseException:
+                await connection.disconnect(nowait=True)
+                raise
+            self.connection = connection
+        return early
+
+    async def send(self, *command: EncodableT) -> None:
+        """Send ``command`` on the connection, if it is up.
+
+        A connection that is down is the reader's to repair: it subscribes every channel
+        again on the next one. A send that fails closes the connection so that the reader
+        notices at once (its pending read fails) and starts that repair.
+        """
+        async with self.lock:
+            connection = self.connection
+            if connection is None or not connection.is_connected:
+                return  # sending would silently open a fresh, unsubscribed socket
+            try:
+                await connection.send_command(*command, check_health=False)
+            except Exception as exc:  # redis-py may also fail with AttributeError mid-disconnect
+                logger.info(
+                    "redis notice connection %s failed to send (%s); reconnecting", self.name, type(exc).__name__
+                )
+                with suppress(Exception):
+                    await connection.disconnect(nowait=True)
+
+    async def unsubscribe(self, channel: bytes) -> None:
+        self.channels.discard(channel)
+        if self.connection is not None:
+            self._leaving[channel] += 1
+        await self.send(self.store._unsubscribe_command, channel)
+
+    async def kick(self) -> None:
+        """Reconnect (subscribing every channel again) and call ``on_reconnect`` after."""
+        self.missed = True
+        async with self.lock:
+            if self.connection is not None and self.connection.is_connected:
+                self._kicked = True
+                with suppress(Exception):
+                    await self.connection.disconnect(nowait=True)
+
+    async def disconnect(self) -> None:
+        connection, self.connection = self.connection, None
+        if connection is not None:
+            with suppress(*_UNREACHABLE):
+                await connection.disconnect(nowait=True)
+
+    async def stop(self) -> None:
+        task, self.task = self.task, None
+        if task is not None and task is not asyncio.current_task():
+            task.cancel()
+            with suppress(asyncio.CancelledError):
+                await task
+        await self.disconnect()
+
+    def leaving(self, channel: bytes) -> bool:
+        """Whether an unsubscription of ``channel`` is ours (and consume it)."""
+        if self._leaving[channel] > 0:
+            self._leaving[channel] -= 1
+            return True
+        return False
+
+    async def _read(self, early: list[Any]) -> None:
+        delay = _BACKOFF_MIN
+        probing = False  # a PING went out and nothing came back yet
+        while not self.retired:
+            try:
+                while early:
+                    await self.store._handle(self, early.pop(0))
+                connection = self.connection
+                if connection is None:
+                    early = await self.connect()
+                    delay = _BACKOFF_MIN
+                    probing = False
+                    while early:
+                        await self.store._handle(self, early.pop(0))
+                    if self.missed:
+                        logger.info("redis notice connection %s re-established; re-reading state", self.name)
+                        await self.store._reconnected()
+                        self.missed = False
+                    continue
+                reply = await connection.read_response(timeout=_IDLE_PROBE, push_request=True)
+                if reply is not None:
+                    probing = False
+                    await self.store._handle(self, reply)
+                elif probing:
+                    raise RedisTimeoutError("no answer to PING on the notice connection")
+                else:
+                    await self.send("PING")
+                    probing = True
+            except asyncio.CancelledError:
+                raise
+            except (*_UNREACHABLE, ResponseError, _Unsubscribed, StoreUnavailable) as exc:
+                # ResponseError: MOVED/ASK/TRYAGAIN (the slot is served elsewhere now), or any
+                # other refusal of a subscription; reconnecting (after a re-route) repairs it.
+                # StoreUnavailable comes from on_reconnect: reconnect again so it runs again.
+                self.missed = True
+                await self.disconnect()
+                if self._kicked:
+                    self._kicked = False
+                    continue
+                logger.warning(
+                    "redis notice connection %s lost (%s); reconnecting in %.2fs", self.name, type(exc).__name__, delay
+                )
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, _BACKOFF_MAX)
+                await self.store._reroute()
+            except Exception:
+                logger.exception("redis notice handler failed")
+                if self.connection is None:  # it failed while connecting: do not spin
+                    self.missed = True
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, _BACKOFF_MAX)
+
+
 class RedisStore(Store):
     """``Store`` on Redis (redis-py asyncio).
 
     ``client`` replaces the client made from ``url`` (it must not decode responses; the store
     then leaves closing it to the caller). ``sharded=True`` publishes and subscribes with
-    SPUBLISH/SSUBSCRIBE, the Redis 7 sharded pub/sub that keeps a session's notices on its
-    slot; the store still uses one endpoint (a standalone Redis 7 or a cluster-aware proxy),
-    since a ``RedisCluster`` client would need one notice connection per shard.
+    SPUBLISH/SSUBSCRIBE (Redis 7) on the one endpoint. ``cluster=True`` talks to a Redis
+    Cluster (``url`` names any node) with redis-py's ``RedisCluster`` and sharded pub/sub,
+    one notice connection per primary. ``wait_replicas``/``wait_aof`` see the module doc.
     """
 
     def __init__(
@@ -207,29 +405,52 @@ class RedisStore(Store):
         url: str,
         retention: float,
         *,
-        client: Redis | None = None,
+        client: Redis | RedisCluster | None = None,
         sharded: bool = False,
+        cluster: bool = False,
+        wait_replicas: int = 0,
+        wait_aof: bool = False,
+        wait_timeout: float = 2.0,
     ) -> None:
         self.retention = retention
+        if wait_replicas < 0:
+            raise ValueError("wait_replicas must not be negative")
+        if (cluster or isinstance(client, RedisCluster)) and (wait_replicas or wait_aof):
+            raise ValueError("WAIT/WAITAOF after each write is not supported on a Redis Cluster (see docs/deploy.md)")
         self._owns_client = client is None
         if client is None:
-            client = Redis.from_url(
-                url,
-                # One quick retry: the scripts are safe to repeat, and a broker should answer
-                # 503 soon rather than hang while Redis is away.
-                retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1),
-                socket_connect_timeout=2.0,
-                socket_timeout=5.0,
-                socket_keepalive=True,
-            )
-        if client.connection_pool.connection_kwargs.get("decode_responses"):
+            # One quick retry: the scripts are safe to repeat, and a broker should answer
+            # 503 soon rather than hang while Redis is away.
+            options: dict[str, Any] = {
+                "socket_connect_timeout": 2.0,
+                "socket_timeout": 5.0,
+                "socket_keepalive": True,
+            }
+            if cluster:
+                # A cluster needs a few attempts: MOVED and a failover are retried by redis-py.
+                client = RedisCluster.from_url(url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3), **options)
+            else:
+                client = Redis.from_url(url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1), **options)
+        self._cluster = isinstance(client, RedisCluster)
+        if isinstance(client, RedisCluster):
+            kwargs = client.get_connection_kwargs()
+        else:
+            kwargs = client.connection_pool.connection_kwargs
+        if kwargs.get("decode_responses"):
             raise ValueError("RedisStore needs a client with decode_responses=False")
         self._client = client
+        sharded = sharded or self._cluster
         self._publish = "SPUBLISH" if sharded else "PUBLISH"
         self._subscribe_command = "SSUBSCRIBE" if sharded else "SUBSCRIBE"
         self._unsubscribe_command = "SUNSUBSCRIBE" if sharded else "UNSUBSCRIBE"
         self._confirmations = (b"ssubscribe",) if sharded else (b"subscribe",)
         self._messages = (b"smessage",) if sharded else (b"message",)
+        self._wait: tuple[EncodableT, ...] | None = None
+        self._wait_replicas = wait_replicas
+        if wait_aof:
+            self._wait = ("WAITAOF", 1, wait_replicas, _ms(wait_timeout))
+        elif wait_replicas:
+            self._wait = ("WAIT", wait_replicas, _ms(wait_timeout))
 
         self._create = client.register_script(_CREATE)
         self._compare_and_set = client.register_script(_COMPARE_AND_SET)
@@ -238,12 +459,13 @@ class RedisStore(Store):
         self._leave = client.register_script(_LEAVE)
         self._presence = client.register_script(_PRESENCE)
 
-        # Notifications: channel -> session id, and subscriptions Redis has yet to confirm.
+        # Notifications: channel -> session id, subscriptions Redis has yet to confirm, and
+        # the links (notice connections) by endpoint name.
         self._subscribed: dict[bytes, str] = {}
         self._unconfirmed: dict[bytes, asyncio.Future[None]] = {}
-        self._connection: AbstractConnection | None = None
-        self._connection_lock = asyncio.Lock()  # subscription commands vs. (re)connecting
-        self._reader: asyncio.Task[None] | None = None
+        self._links: dict[str, _Link] = {}
+        self._route_lock = asyncio.Lock()
+        self._started = False
         self._on_notice: NoticeHandler | None = None
         self._on_reconnect: ReconnectHandler | None = None
 
@@ -265,7 +487,7 @@ class RedisStore(Store):
             _questionnaire_prefix(sid),
         ]
         with _reachable("create"):
-            reply = await self._create(keys=keys, args=args)
+            reply = await self._write(self._create, keys, args, lambda r: int(r[0]) == 1)
         if int(reply[0]) == 1:
             return state
         return self._unpack(reply[1])
@@ -290,7 +512,7 @@ class RedisStore(Store):
             self._notice(state),
         ]
         with _reachable("compare_and_set"):
-            return int(await self._compare_and_set(keys=keys, args=args)) == 1
+            return int(await self._write(self._compare_and_set, keys, args, lambda r: int(r) == 1)) == 1
 
     async def queue(self, session_id: str) -> list[str]:
         with _reachable("queue"):
@@ -309,6 +531,27 @@ class RedisStore(Store):
             return None
         state = self._unpack(record)
         return None if state.is_terminal else state
+
+    async def _write(
+        self, script: AsyncScript, keys: list[str], args: list[EncodableT], wrote: Callable[[Any], bool]
+    ) -> Any:
+        """Run a write script; with a durability target, WAIT/WAITAOF on the same connection."""
+        if self._wait is None or isinstance(self._client, RedisCluster):  # (refused on a cluster)
+            return await script(keys=keys, args=args)
+        pipe = self._client.pipeline(transaction=False)  # one connection: WAIT counts its writes
+        await script(keys=keys, args=args, client=pipe)
+        pipe.execute_command(*self._wait)
+        reply, acknowledged = await pipe.execute()
+        if wrote(reply) and not self._durable(acknowledged):
+            command = "WAITAOF" if isinstance(acknowledged, list) else "WAIT"
+            logger.warning("redis write not acknowledged by %s in time (got %r)", command, acknowledged)
+            raise StoreUnavailable(f"redis store: the write was not acknowledged by {command} in time")
+        return reply
+
+    def _durable(self, acknowledged: Any) -> bool:
+        if isinstance(acknowledged, list):  # WAITAOF: [fsynced locally, replicas that fsynced]
+            return int(acknowledged[0]) >= 1 and int(acknowledged[1]) >= self._wait_replicas
+        return int(acknowledged) >= self._wait_replicas
 
     # --- presence -------------------------------------------------------------------
 
@@ -339,16 +582,24 @@ class RedisStore(Store):
         if channel in self._subscribed and pending is None:
             return
         self._subscribed[channel] = session_id
-        if self._reader is None:
+        if not self._started:
             return  # start() subscribes every registered session
         if pending is None:
+            try:
+                with _reachable("subscribe"):
+                    link = self._link(self._route(channel))
+            except StoreUnavailable:
+                del self._subscribed[channel]  # no link to carry it: the next call tries again
+                raise
             pending = asyncio.get_running_loop().create_future()
             self._unconfirmed[channel] = pending
-            await self._send(self._subscribe_command, channel)
+            link.channels.add(channel)
+            link.run([])  # a new link connects (subscribing the channel) in its reader
+            await link.send(self._subscribe_command, channel)
         try:
             await asyncio.wait_for(asyncio.shield(pending), _CONFIRM_TIMEOUT)
         except TimeoutError as exc:
-            # Stays registered: the reader subscribes it again after reconnecting.
+            # Stays registered: its link subscribes it again after reconnecting.
             raise StoreUnavailable(f"redis store: subscription to {session_id!r} not confirmed") from exc
 
     async def unsubscribe(self, session_id: str) -> None:
@@ -360,26 +611,46 @@ class RedisStore(Store):
             pending.set_result(None)
         # Should this fail, a new connection only subscribes registered sessions, and late
         # notices of unregistered ones are dropped.
-        await self._send(self._unsubscribe_command, channel)
+        for link in list(self._links.values()):
+            if channel in link.channels:
+                await link.unsubscribe(channel)
 
     # --- life cycle -----------------------------------------------------------------
 
     async def start(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> None:
-        if self._reader is not None:
+        if self._started:
             raise RuntimeError("RedisStore.start() called twice")
         self._on_notice = on_notice
         self._on_reconnect = on_reconnect
-        with _reachable("start"):
-            early = await self._connect()
-        self._reader = asyncio.create_task(self._read_notices(early), name="qbroker-redis-notices")
+        early: dict[str, list[Any]] = {}
+        try:
+            with _reachable("start"):
+                if isinstance(self._client, RedisCluster):
+                    await self._client.initialize()
+                else:
+                    self._link(_STANDALONE)
+                if self._wait is not None and self._wait[0] == "WAITAOF":
+                    await self._require_waitaof()
+                for channel in self._subscribed:
+                    self._link(self._route(channel)).channels.add(channel)
+                for name, link in self._links.items():
+                    early[name] = await link.connect()
+        except BaseException:
+            for link in self._links.values():
+                await link.disconnect()
+            self._links.clear()
+            raise
+        self._started = True
+        for name, link in self._links.items():
+            link.run(early[name])
 
     async def close(self) -> None:
-        reader, self._reader = self._reader, None
-        if reader is not None:
-            reader.cancel()
-            with suppress(asyncio.CancelledError):
-                await reader
-        await self._disconnect()
+        self._started = False
+        links = list(self._links.values())
+        self._links.clear()
+        for link in links:
+            link.retired = True
+            await link.stop()
         for pending in self._unconfirmed.values():
             pending.cancel()
         self._unconfirmed.clear()
@@ -389,109 +660,87 @@ class RedisStore(Store):
             await self._client.aclose()
 
     async def ping(self) -> bool:
+        """True when Redis answers; on a cluster, when any primary answers (a shard that is
+        down fails its own sessions with 503, not the whole broker)."""
         try:
+            if isinstance(self._client, RedisCluster):
+                await self._client.initialize()
+                answers = await asyncio.gather(
+                    *(self._client.ping(target_nodes=node) for node in self._client.get_primaries()),
+                    return_exceptions=True,
+                )
+                return any(answer is True for answer in answers)
             return bool(await self._client.ping())
-        except (RedisError, OSError):
+        except (RedisError, RedisClusterException, OSError):
             return False
 
-    # --- the notice connection --------------------------------------------------------
+    # --- links: routing -----------------------------------------------------------------
 
-    async def _connect(self) -> list[Any]:
-        """Open the notice connection, subscribe every registered session, await the confirmations.
+    def _route(self, channel: bytes) -> str:
+        """The name of the link that must carry ``channel``: its slot's primary on a cluster."""
+        if not isinstance(self._client, RedisCluster):
+            return _STANDALONE
+        slot = self._client.keyslot(channel)
+        return str(self._client.nodes_manager.get_node_from_slot(slot).name)
 
-        Returns the notices that arrived meanwhile: the caller handles them once the lock is
-        released (a handler may well subscribe another session).
+    def _link(self, name: str) -> _Link:
+        link = self._links.get(name)
+        if link is None:
+            link = self._links[name] = _Link(self, name, self._connection_factory(name))
+        return link
+
+    def _connection_factory(self, name: str) -> Callable[[], AbstractConnection]:
+        if not isinstance(self._client, RedisCluster):
+            return self._client.connection_pool.make_connection
+        node: ClusterNode | None = self._client.nodes_manager.get_node(node_name=name)
+        if node is None:
+            raise RedisClusterException(f"unknown cluster node {name}")
+        # A connection of our own (not the node's pool), without retries: the link retries.
+        kwargs = {**node.connection_kwargs, "retry": Retry(NoBackoff(), 0)}
+        connection_class = node.connection_class
+        return lambda: connection_class(**kwargs)
+
+    async def _reroute(self) -> None:
+        """Cluster: re-read the slot map and move every channel to its primary's link.
+
+        Links that gain channels reconnect (then call ``on_reconnect``); new primaries get new
+        links; links of nodes that are no longer primaries retire.
         """
-        loop = asyncio.get_running_loop()
-        early: list[Any] = []
-        async with self._connection_lock:
-            await self._disconnect()
-            connection: AbstractConnection = self._client.connection_pool.make_connection()  # type: ignore[no-untyped-call]
+        if not isinstance(self._client, RedisCluster) or not self._started:
+            return
+        async with self._route_lock:
             try:
-                await connection.connect()  # type: ignore[no-untyped-call]
-                channels = set(self._subscribed)
-                if channels:
-                    await connection.send_command(self._subscribe_command, *channels)
-                deadline = loop.time() + _CONFIRM_TIMEOUT
-                while channels:
-                    remaining = deadline - loop.time()
-                    if remaining <= 0:
-                        raise RedisTimeoutError("subscriptions were not confirmed in time")
-                    reply = await connection.read_response(timeout=remaining, push_request=True)
-                    channel = self._confirmed(reply)
-                    if channel is not None:
-                        channels.discard(channel)
-                    elif reply is not None:
-                        early.append(reply)
-            except BaseException:
-                await connection.disconnect(nowait=True)
-                raise
-            self._connection = connection
-        return early
+                await self._client.nodes_manager.initialize()
+                primaries = {node.name for node in self._client.get_primaries()}
+                wanted: dict[str, set[bytes]] = {}
+                for channel in self._subscribed:
+                    wanted.setdefault(self._route(channel), set()).add(channel)
+            except _UNREACHABLE as exc:
+                logger.info("redis cluster topology not refreshed (%s); retrying", type(exc).__name__)
+                return
+            for name, link in list(self._links.items()):
+                channels = wanted.pop(name, set())
+                gained = channels - link.channels
+                link.channels = channels
+                if name not in primaries and not channels:
+                    logger.info("redis notice connection %s retired (no longer a primary)", name)
+                    link.retired = True
+                    del self._links[name]
+                    await link.stop()
+                elif gained:
+                    await link.kick()
+            for name, channels in wanted.items():
+                try:
+                    link = self._link(name)
+                except RedisClusterException:
+                    continue  # not in the node cache (yet): the next refresh places these
+                link.channels = channels
+                link.missed = True
+                link.run([])
+            if self._links:
+                logger.info("redis notice connections: %s", ", ".join(sorted(self._links)))
 
-    async def _send(self, *command: EncodableT) -> None:
-        """Send ``command`` on the notice connection, if it is up.
-
-        A connection that is down is the reader's to repair: it subscribes every registered
-        session again on the next one. A send that fails closes the connection so that the
-        reader notices at once (its pending read fails) and starts that repair.
-        """
-        async with self._connection_lock:
-            connection = self._connection
-            if connection is None or not connection.is_connected:
-                return  # sending would silently open a fresh, unsubscribed socket
-            try:
-                await connection.send_command(*command, check_health=False)
-            except Exception as exc:  # redis-py may also fail with AttributeError mid-disconnect
-                logger.info("redis notice connection failed to send (%s); reconnecting", type(exc).__name__)
-                with suppress(Exception):
-                    await connection.disconnect(nowait=True)
-
-    async def _disconnect(self) -> None:
-        connection, self._connection = self._connection, None
-        if connection is not None:
-            with suppress(*_UNREACHABLE):
-                await connection.disconnect(nowait=True)
-
-    async def _read_notices(self, early: list[Any]) -> None:
-        delay = _BACKOFF_MIN
-        probing = False  # a PING went out and nothing came back yet
-        while True:
-            try:
-                while early:
-                    await self._handle(early.pop(0))
-                connection = self._connection
-                if connection is None:
-                    early = await self._connect()
-                    delay = _BACKOFF_MIN
-                    probing = False
-                    logger.info("redis notice connection re-established; re-reading state")
-                    while early:
-                        await self._handle(early.pop(0))
-                    if self._on_reconnect is not None:
-                        await self._on_reconnect()
-                    continue
-                reply = await connection.read_response(timeout=_IDLE_PROBE, push_request=True)
-                if reply is not None:
-                    probing = False
-                    await self._handle(reply)
-                elif probing:
-                    raise RedisTimeoutError("no answer to PING on the notice connection")
-                else:
-                    await self._send("PING")
-                    probing = True
-            except asyncio.CancelledError:
-                raise
-            except (*_UNREACHABLE, StoreUnavailable) as exc:
-                # StoreUnavailable comes from on_reconnect: reconnect again so it runs again.
-                logger.warning(
-                    "redis notice connection lost (%s); reconnecting in %.2fs", type(exc).__name__, delay
-                )
-                await self._disconnect()
-                await asyncio.sleep(delay)
-                delay = min(delay * 2, _BACKOFF_MAX)
-            except Exception:
-                logger.exception("redis notice handler failed")
+    # --- links: replies -----------------------------------------------------------------
 
     def _confirmed(self, reply: Any) -> bytes | None:
         """The channel ``reply`` confirms a subscription to (resolving its waiter), else None."""
@@ -503,11 +752,14 @@ class RedisStore(Store):
             pending.set_result(None)
         return channel
 
-    async def _handle(self, reply: Any) -> None:
-        """Act on one reply of the notice connection (a notice, a confirmation, a PONG)."""
+    async def _handle(self, link: _Link, reply: Any) -> None:
+        """Act on one reply of a notice connection (a notice, a confirmation, a PONG, a drop)."""
         if self._confirmed(reply) is not None or not isinstance(reply, list) or len(reply) != 3:
             return
         kind, channel, data = reply
+        if kind == b"sunsubscribe" and not link.leaving(channel) and channel in link.channels:
+            # Redis dropped it on its own: the slot moved or this node is no longer a primary.
+            raise _Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
         if kind not in self._messages or channel not in self._subscribed:
             return  # a PONG, or a late notice of a session no longer subscribed
         notice = _decode_notice(data)
@@ -515,6 +767,19 @@ class RedisStore(Store):
             logger.warning("ignoring a malformed notice on %r", channel)
         elif self._on_notice is not None:
             await self._on_notice(notice)
+
+    async def _reconnected(self) -> None:
+        if self._on_reconnect is not None:
+            await self._on_reconnect()
+
+    async def _require_waitaof(self) -> None:
+        info = await self._client.info("server")
+        version = tuple(int(part) for part in str(info.get("redis_version", "0")).split(".")[:2])
+        if version < (7, 2):
+            raise StoreUnavailable(
+                f"redis store: QBROKER_REDIS_WAIT_AOF needs Redis 7.2 or later (WAITAOF); "
+                f"this server is {info.get('redis_version')}"
+            )
 
     # --- helpers ------------------------------------------------------------------------
 

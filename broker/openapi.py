@@ -1,0 +1,455 @@
+"""The agent API as an OpenAPI 3.1 document, served at ``GET /openapi.json``.
+
+Built from the same limits the validator enforces (broker.model), so the document cannot
+drift from them. It describes the wire contract of docs/protocol.md: the request bodies
+(the questionnaire tool's input), every status each operation can answer and the shape of
+each body. CI runs schemathesis against a live broker with it (tests/integration/
+test_abuse.py): no 5xx, and every response matches this document.
+
+What JSON Schema cannot say is written in the descriptions instead: texts are trimmed
+before the limits apply, ids must be unique after trimming, and ``minSelections`` must not
+exceed ``maxSelections`` nor the number of possible choices. A body that satisfies the
+schema can therefore still be refused with ``400 invalid_arguments``.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from broker.model import (
+    MAX_CLARIFICATION,
+    MAX_DESCRIPTION,
+    MAX_ID,
+    MAX_LABEL,
+    MAX_OPTIONS,
+    MAX_OTHER,
+    MAX_PROMPT,
+    MAX_QUESTIONS,
+)
+
+OPENAPI_VERSION: Final = "3.1.0"
+SESSION_ID_PATTERN: Final = r"^[A-Za-z0-9._:-]{1,128}$"
+# Questionnaire ids are minted by the broker (UUIDs); anything else is simply unknown (404).
+QUESTIONNAIRE_ID_PATTERN: Final = r"^[A-Za-z0-9._:-]{1,128}$"
+
+Schema = dict[str, Any]
+
+
+def _ref(name: str) -> Schema:
+    return {"$ref": f"#/components/schemas/{name}"}
+
+
+def _text(limit: int, description: str, *, nullable: bool = False) -> Schema:
+    # "\S": at least one non-blank character (texts are trimmed, and empty is refused).
+    # ``nullable``: an optional field the validator also takes as null (= left out).
+    kind: str | list[str] = ["string", "null"] if nullable else "string"
+    return {"type": kind, "minLength": 1, "maxLength": limit, "pattern": r"\S", "description": description}
+
+
+def _selections(description: str) -> Schema:
+    return {"type": "integer", "minimum": 0, "maximum": MAX_OPTIONS + 1, "description": description}
+
+
+def _option_in() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id"],
+        "properties": {
+            "id": _text(MAX_ID, "Option id, unique in its question after trimming."),
+            "label": _text(MAX_LABEL, "Display text (defaults to the id).", nullable=True),
+            "description": _text(MAX_DESCRIPTION, "Optional one-line hint.", nullable=True),
+        },
+    }
+
+
+def _question_in(kind: str) -> Schema:
+    properties: Schema = {
+        "id": _text(MAX_ID, "Question id, unique in the call after trimming."),
+        "label": _text(MAX_LABEL, "Short label for the progress list (defaults to the id).", nullable=True),
+        "prompt": _text(MAX_PROMPT, "The question."),
+        "type": {"type": "string", "enum": [kind]},
+        "options": {"type": "array", "minItems": 1, "maxItems": MAX_OPTIONS, "items": _ref("OptionInput")},
+        "allowOther": {"type": "boolean", "default": True, "description": "Offer a free-text Other answer."},
+    }
+    if kind == "multi":
+        properties["minSelections"] = _selections(
+            "Fewest choices (Other counts as one); at most maxSelections and the number of possible choices."
+        )
+        properties["maxSelections"] = {
+            **_selections("Most choices; at most the number of options (+1 when Other is allowed). Null: none."),
+            "type": ["integer", "null"],
+            "minimum": 1,
+        }
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "prompt", "type", "options"],
+        "properties": properties,
+        "description": f"A {kind}-choice question." + ("" if kind == "multi" else " No min/maxSelections."),
+    }
+
+
+def _option_out() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "label"],
+        "properties": {"id": {"type": "string"}, "label": {"type": "string"}, "description": {"type": "string"}},
+    }
+
+
+def _question_out() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["id", "label", "prompt", "type", "options", "allowOther"],
+        "properties": {
+            "id": {"type": "string"},
+            "label": {"type": "string"},
+            "prompt": {"type": "string"},
+            "type": {"type": "string", "enum": ["single", "multi"]},
+            "options": {"type": "array", "minItems": 1, "items": _ref("OptionSnapshot")},
+            "allowOther": {"type": "boolean"},
+            "minSelections": {"type": "integer", "minimum": 0},
+            "maxSelections": {"type": ["integer", "null"], "minimum": 1},
+        },
+        "description": "The normalized question; minSelections/maxSelections only on multi (null: no ceiling).",
+    }
+
+
+def _selection() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["selectedOptionIds"],
+        "properties": {
+            "selectedOptionIds": {"type": "array", "items": {"type": "string"}},
+            "other": {"type": "string", "maxLength": MAX_OTHER},
+        },
+    }
+
+
+def _clarification() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["revision", "questionId", "request"],
+        "properties": {
+            "revision": {"type": "integer", "minimum": 1},
+            "questionId": {"type": "string"},
+            "request": {"type": "string", "maxLength": MAX_CLARIFICATION},
+            "response": {"type": "string", "maxLength": MAX_CLARIFICATION},
+        },
+    }
+
+
+def _details() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": [
+            "version",
+            "questionnaireId",
+            "revision",
+            "status",
+            "currentQuestionIndex",
+            "questions",
+            "answers",
+            "draftAnswer",
+            "clarifications",
+        ],
+        "properties": {
+            "version": {"type": "integer", "enum": [1]},
+            "questionnaireId": {"type": "string"},
+            "revision": {"type": "integer", "minimum": 0},
+            "status": {"type": "string", "enum": ["completed", "needs_clarification", "cancelled", "unavailable"]},
+            "cancellationReason": {
+                "type": "string",
+                "enum": ["user_cancelled", "aborted", "ui_unavailable", "ui_error"],
+                "description": "Only for cancelled and unavailable.",
+            },
+            "currentQuestionIndex": {"type": "integer", "minimum": 0},
+            "questions": {"type": "array", "minItems": 1, "items": _ref("QuestionSnapshot")},
+            "answers": {
+                "type": "array",
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["questionId", "selectedOptionIds"],
+                    "properties": {
+                        "questionId": {"type": "string"},
+                        "selectedOptionIds": {"type": "array", "items": {"type": "string"}},
+                        "other": {"type": "string", "maxLength": MAX_OTHER},
+                    },
+                },
+                "description": "In question order; option ids in declared order; other only when given.",
+            },
+            "draftAnswer": {"oneOf": [_ref("Selection"), {"type": "null"}]},
+            "clarificationRequest": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["revision", "questionId", "request"],
+                "properties": {
+                    "revision": {"type": "integer", "minimum": 1},
+                    "questionId": {"type": "string"},
+                    "request": {"type": "string"},
+                },
+                "description": "Only when needs_clarification.",
+            },
+            "clarifications": {"type": "array", "items": _ref("Clarification")},
+        },
+    }
+
+
+def _tool_result() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["content", "details", "isError"],
+        "properties": {
+            "content": {
+                "type": "array",
+                "minItems": 1,
+                "maxItems": 1,
+                "items": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["type", "text"],
+                    "properties": {
+                        "type": {"type": "string", "enum": ["text"]},
+                        "text": {
+                            "type": "string",
+                            "pattern": r"^QUESTIONNAIRE_(COMPLETED|NEEDS_CLARIFICATION|CANCELLED|UNAVAILABLE) "
+                            r"questionnaireId=\S+ revision=[0-9]+",
+                            "description": "For a model: the marker line, then what happened.",
+                        },
+                    },
+                },
+            },
+            "details": _ref("Details"),
+            "isError": {"type": "boolean", "enum": [False]},
+        },
+    }
+
+
+def _pending() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status", "questionnaireId", "revision", "step"],
+        "properties": {
+            "status": {"type": "string", "enum": ["pending"]},
+            "questionnaireId": {"type": "string"},
+            "revision": {"type": "integer", "minimum": 0},
+            "step": {"type": "integer", "minimum": 0},
+        },
+    }
+
+
+def _error() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "additionalProperties": False,
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string", "pattern": "^[a-z_]+$"},
+                    "message": {"type": "string", "pattern": "^questionnaire: "},
+                },
+            }
+        },
+    }
+
+
+def _json(schema: Schema, description: str) -> Schema:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_ERRORS: Final[dict[str, str]] = {
+    "400": "invalid_arguments: the tool input breaks a rule, a bad wait, session id, Idempotency-Key or body.",
+    "401": "unauthorized: no token, a bad signature, an expired token, or a client token.",
+    "403": "forbidden: an agent token for another session.",
+    "404": "unknown_questionnaire: no such questionnaire in this session (or it expired).",
+    "409": "stale_revision / not_awaiting_clarification (resume), conflict (a storm of concurrent writes).",
+    "413": "payload_too_large: a body over 2 MiB.",
+    "503": "store_unavailable (Redis cannot be reached) or shutting_down (this process drains): retry.",
+}
+
+
+def _responses(*statuses: str, outcome: bool = True) -> Schema:
+    out: Schema = {}
+    if outcome:
+        out["200"] = _json(_ref("ToolResult"), "An outcome: the tool result.")
+        out["202"] = _json(_ref("Pending"), "Still with the person when wait ran out: re-attach with GET.")
+    for status in statuses:
+        out[status] = _json(_ref("Error"), _ERRORS[status])
+    return out
+
+
+_SID: Final[Schema] = {
+    "name": "sid",
+    "in": "path",
+    "required": True,
+    "description": "Session id: 1-128 characters of A-Z a-z 0-9 . _ : - ('.' and '..' cannot travel in a URL path).",
+    "schema": {"type": "string", "pattern": SESSION_ID_PATTERN, "not": {"enum": [".", ".."]}},
+}
+_QID: Final[Schema] = {
+    "name": "qid",
+    "in": "path",
+    "required": True,
+    "description": "A questionnaire id from a result or a 202.",
+    "schema": {"type": "string", "pattern": QUESTIONNAIRE_ID_PATTERN, "not": {"enum": [".", ".."]}},
+}
+_WAIT: Final[Schema] = {
+    "name": "wait",
+    "in": "query",
+    "required": False,
+    "description": "Seconds to hold the call open for an outcome (default 30).",
+    "schema": {"type": "number", "minimum": 0, "maximum": 300, "default": 30},
+}
+_IDEMPOTENCY_KEY: Final[Schema] = {
+    "name": "Idempotency-Key",
+    "in": "header",
+    "required": False,
+    "description": "On a start: the same key in the same session always returns the same questionnaire.",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 200},
+}
+
+
+def build_openapi() -> dict[str, Any]:
+    """The whole document (no ``servers``: paths are relative to wherever it was fetched)."""
+    return {
+        "openapi": OPENAPI_VERSION,
+        "info": {
+            "title": "qbroker agent API",
+            "version": "1",
+            "description": "The questionnaire tool over HTTP: start or resume (POST), re-attach (GET), "
+            "abort (DELETE). The person answers over the client websocket, which this document does not "
+            "cover; see docs/protocol.md for both.",
+        },
+        "paths": {
+            "/v1/sessions/{sid}/questionnaire": {
+                "post": {
+                    "operationId": "callQuestionnaire",
+                    "summary": "Start a questionnaire or resume one after a clarification; wait for an outcome.",
+                    "parameters": [_SID, _WAIT, _IDEMPOTENCY_KEY],
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {"schema": {"oneOf": [_ref("StartInput"), _ref("ResumeInput")]}}
+                        },
+                    },
+                    "responses": _responses("400", "401", "403", "404", "409", "413", "503"),
+                }
+            },
+            "/v1/sessions/{sid}/questionnaires/{qid}": {
+                "get": {
+                    "operationId": "reattachQuestionnaire",
+                    "summary": "Re-attach: the same answers as the POST that started it.",
+                    "parameters": [_SID, _QID, _WAIT],
+                    "responses": _responses("400", "401", "403", "404", "503"),
+                },
+                "delete": {
+                    "operationId": "abortQuestionnaire",
+                    "summary": "Abort (cancelled/aborted); an already finished questionnaire is returned unchanged.",
+                    "parameters": [_SID, _QID],
+                    "responses": {
+                        "200": _json(_ref("ToolResult"), "The final tool result."),
+                        **_responses("400", "401", "403", "404", "409", "503", outcome=False),
+                    },
+                },
+            },
+            "/healthz": {
+                "get": {
+                    "operationId": "liveness",
+                    "security": [],
+                    "responses": {"200": _json(_status_body(["ok"]), "The process answers.")},
+                }
+            },
+            "/readyz": {
+                "get": {
+                    "operationId": "readiness",
+                    "security": [],
+                    "responses": {
+                        "200": _json(_status_body(["ready"]), "The store answers and the broker is not draining."),
+                        "503": _json(_status_body(["store_unavailable", "shutting_down"]), "Not ready."),
+                    },
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "operationId": "metrics",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "Prometheus text format.",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }
+            },
+        },
+        "components": {
+            "securitySchemes": {
+                "agentToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "An agent token (role agent) for the session, or for every session (sid '*').",
+                }
+            },
+            "schemas": {
+                "StartInput": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["action", "questions"],
+                    "properties": {
+                        "action": {"type": "string", "enum": ["start"]},
+                        "questions": {
+                            "type": "array",
+                            "minItems": 1,
+                            "maxItems": MAX_QUESTIONS,
+                            "items": {"oneOf": [_ref("SingleQuestionInput"), _ref("MultiQuestionInput")]},
+                        },
+                    },
+                },
+                "ResumeInput": {
+                    "type": "object",
+                    "additionalProperties": False,
+                    "required": ["action", "questionnaireId", "revision", "clarificationResponse"],
+                    "properties": {
+                        "action": {"type": "string", "enum": ["resume"]},
+                        "questionnaireId": _text(MAX_ID, "From the latest needs_clarification result."),
+                        "revision": {"type": "integer", "minimum": 1, "description": "The latest revision."},
+                        "clarificationResponse": _text(MAX_CLARIFICATION, "What you told the person."),
+                    },
+                },
+                "SingleQuestionInput": _question_in("single"),
+                "MultiQuestionInput": _question_in("multi"),
+                "OptionInput": _option_in(),
+                "QuestionSnapshot": _question_out(),
+                "OptionSnapshot": _option_out(),
+                "Selection": _selection(),
+                "Clarification": _clarification(),
+                "Details": _details(),
+                "ToolResult": _tool_result(),
+                "Pending": _pending(),
+                "Error": _error(),
+            },
+        },
+        "security": [{"agentToken": []}],
+    }
+
+
+def _status_body(values: list[str]) -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["status"],
+        "properties": {"status": {"type": "string", "enum": values}},
+    }

@@ -1,0 +1,55 @@
+"""The Redis deployment settings: QBROKER_REDIS_CLUSTER and the per-write durability waits."""
+
+from __future__ import annotations
+
+import pytest
+
+from broker.config import Config
+from broker.store import open_store
+from broker.store.memory import MemoryStore
+
+
+def test_redis_settings_default_to_a_single_redis_without_waits() -> None:
+    config = Config.from_env({})
+    assert (config.redis_cluster, config.redis_wait_replicas, config.redis_wait_aof) == (False, 0, False)
+    assert config.redis_wait_timeout == 2.0
+
+
+def test_redis_settings_come_from_the_environment() -> None:
+    config = Config.from_env(
+        {
+            "QBROKER_REDIS_CLUSTER": "1",
+            "QBROKER_REDIS_WAIT_REPLICAS": "2",
+            "QBROKER_REDIS_WAIT_AOF": "yes",
+            "QBROKER_REDIS_WAIT_TIMEOUT": "0.5",
+        }
+    )
+    assert (config.redis_cluster, config.redis_wait_replicas, config.redis_wait_aof) == (True, 2, True)
+    assert config.redis_wait_timeout == 0.5
+
+
+@pytest.mark.parametrize("raw", ["0", "false", "off", "no", ""])
+def test_a_flag_can_be_switched_off(raw: str) -> None:
+    assert Config.from_env({"QBROKER_REDIS_CLUSTER": raw}).redis_cluster is False
+
+
+def test_a_flag_that_is_neither_on_nor_off_stops_the_broker_with_its_name() -> None:
+    with pytest.raises(SystemExit, match="QBROKER_REDIS_CLUSTER"):
+        Config.from_env({"QBROKER_REDIS_CLUSTER": "sometimes"})
+
+
+def test_without_a_redis_url_the_store_is_the_memory_store() -> None:
+    assert isinstance(open_store(None, 60.0), MemoryStore)
+
+
+@pytest.mark.parametrize("setting", [{"cluster": True}, {"wait_replicas": 1}, {"wait_aof": True}])
+def test_redis_settings_without_a_redis_url_are_refused(setting: dict[str, object]) -> None:
+    with pytest.raises(ValueError, match="need a Redis URL"):
+        open_store(None, 60.0, **setting)  # type: ignore[arg-type]
+
+
+def test_waits_on_a_redis_cluster_are_refused_before_any_connection() -> None:
+    from broker.store.redis import RedisStore
+
+    with pytest.raises(ValueError, match="not supported on a Redis Cluster"):
+        RedisStore("redis://127.0.0.1:1", 60.0, cluster=True, wait_replicas=1)
