@@ -7,11 +7,12 @@ Agents present theirs as ``Authorization: Bearer``; clients in their ``hello`` f
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import jwt
 
@@ -50,19 +51,33 @@ def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None) -> s
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
+@functools.lru_cache(maxsize=4096)
+def _verified_claims(secret: str, token: str) -> dict[str, Any]:
+    """The claims of a correctly signed token. An agent presents the same token on every
+    call, so the HMAC check runs once per token; expiry is checked by the caller on every
+    use. Failures raise and are not cached."""
+    claims: dict[str, Any] = jwt.decode(
+        token,
+        secret,
+        algorithms=["HS256"],
+        options={"require": ["sid", "role"], "verify_exp": False},
+    )
+    return claims
+
+
 def verify_token(secret: str, token: str, *, role: Role) -> Claims:
     """Check signature, expiry and role. Raises ``unauthorized`` (401 / close 4401)."""
     if not isinstance(token, str) or not token:
         raise BrokerError("unauthorized", "missing token")
     try:
-        claims = jwt.decode(
-            token, secret, algorithms=["HS256"], options={"require": ["sid", "role"]}
-        )
-    except jwt.ExpiredSignatureError:
-        raise BrokerError("unauthorized", "token expired") from None
+        claims = _verified_claims(secret, token)
     except jwt.PyJWTError:
         raise BrokerError("unauthorized", "invalid token") from None
     sid, token_role, exp = claims.get("sid"), claims.get("role"), claims.get("exp")
+    if exp is not None and (not isinstance(exp, (int, float)) or isinstance(exp, bool)):
+        raise BrokerError("unauthorized", "invalid token claims")
+    if exp is not None and time.time() >= exp:
+        raise BrokerError("unauthorized", "token expired")
     if not isinstance(sid, str) or token_role not in ROLES:
         raise BrokerError("unauthorized", "invalid token claims")
     if token_role != role:

@@ -13,7 +13,7 @@ import sys
 import time
 from typing import Any
 
-_STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime"}
+_STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime", "color_message"}
 
 
 class JsonFormatter(logging.Formatter):

@@ -11,7 +11,7 @@ the caller still holds (their dicts and lists) can change its snapshot.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from broker.errors import invalid
@@ -59,9 +59,11 @@ class Question:
     min_selections: int = 0  # meaningful for multi only
     max_selections: int | None = None  # multi only; None = no ceiling
 
-    @property
-    def option_ids(self) -> tuple[str, ...]:
-        return tuple(option.id for option in self.options)
+    # Derived once: answers are checked against it on every command.
+    option_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "option_ids", tuple(option.id for option in self.options))
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {

@@ -212,8 +212,9 @@ class Broker:
                 timeout = min(remaining, self.config.reconcile_interval)
                 if due_at is not None:
                     timeout = min(timeout, max(0.0, due_at - self.clock()) + 0.01)
-                with contextlib.suppress(asyncio.TimeoutError):
-                    await asyncio.wait_for(changed.wait(), timeout)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):  # cheaper than wait_for: no extra task
+                        await changed.wait()
         finally:
             hub.waiters -= 1
             await self._release(hub)

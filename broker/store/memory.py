@@ -26,6 +26,7 @@ class _Session:
     idempotency: dict[str, tuple[str, float]] = field(default_factory=dict)  # key -> (id, expiry)
     clients: dict[str, float] = field(default_factory=dict)  # client id -> heartbeat expiry
     last_seen: float | None = None
+    swept_at: float = 0.0
 
 
 class MemoryStore(Store):
@@ -131,8 +132,13 @@ class MemoryStore(Store):
             log.error("notice handler failed", exc_info=task.exception())
 
     def _expire(self, session: _Session, only: tuple[str, ...] | None = None) -> None:
-        """Drop what outlived the retention: ``only`` these ids (cheap, on reads), or all."""
+        """Drop what outlived the retention: ``only`` these ids (cheap, on reads), or all
+        (on creates, at most once a second: a busy session retains thousands)."""
         now = self._now()
+        if only is None:
+            if now - session.swept_at < 1.0:
+                return
+            session.swept_at = now
         candidates = session.expires_at.items() if only is None else (
             (qid, session.expires_at[qid]) for qid in only if qid in session.expires_at
         )
