@@ -55,7 +55,7 @@ from contextlib import contextmanager, suppress
 from typing import Any, Final
 
 import msgpack
-from redis.asyncio import Redis
+from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
@@ -75,6 +75,11 @@ from broker.store.base import (
     Store,
     StoreUnavailable,
 )
+
+# Connections one broker process keeps to a (non-cluster) Redis, and how long a command
+# may wait for a free one before the store counts as unavailable.
+POOL_SIZE: Final = 64
+POOL_WAIT: Final = 5.0
 
 logger = logging.getLogger(__name__)
 
@@ -430,7 +435,16 @@ class RedisStore(Store):
                 # A cluster needs a few attempts: MOVED and a failover are retried by redis-py.
                 client = RedisCluster.from_url(url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3), **options)
             else:
-                client = Redis.from_url(url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1), **options)
+                # A blocking pool: under a burst, commands queue for one of the pool's
+                # connections (a few ms) instead of failing with "Too many connections".
+                pool = BlockingConnectionPool.from_url(
+                    url,
+                    max_connections=POOL_SIZE,
+                    timeout=POOL_WAIT,
+                    retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1),
+                    **options,
+                )
+                client = Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
         self._cluster = isinstance(client, RedisCluster)
         if isinstance(client, RedisCluster):
             kwargs = client.get_connection_kwargs()
