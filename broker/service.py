@@ -282,7 +282,7 @@ class Broker:
     async def command(self, connection: Connection, frame: frames.CommandFrame) -> None:
         """Run a client command; on refusal send an ``error`` (and a fresh view if stale)."""
         hub = self._hub(connection.session_id)
-        with self.metrics.timed(self.metrics.frame_seconds, frames.frame_type(frame)):
+        with self.metrics.timed(self.metrics.frame_timer[frames.frame_type(frame)]):
             await self._command(hub, connection, frame)
 
     async def _command(self, hub: SessionHub, connection: Connection, frame: frames.CommandFrame) -> None:

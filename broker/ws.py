@@ -209,7 +209,7 @@ async def _command_loop(websocket: WebSocket, broker: Broker, connection: Client
             broker.metrics.errors.labels(exc.code).inc()
             connection.deliver(Encoded(frames.error(exc.code, exc.message, exc.ref)))
             continue
-        broker.metrics.frames.labels(frames.frame_type(frame)).inc()
+        broker.metrics.frame_count[frames.frame_type(frame)].inc()
         if isinstance(frame, frames.Ping):
             connection.deliver(Encoded(frames.pong()))
         elif isinstance(frame, frames.Hello):
