@@ -14,7 +14,7 @@ import logging
 import time
 import uuid
 from collections import deque
-from collections.abc import MutableMapping
+from collections.abc import Coroutine, MutableMapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
@@ -93,6 +93,16 @@ class ClientConnection:
                 await writer
 
 
+# The event loop keeps only weak references to tasks: hold fire-and-forget ones here.
+_background: set[asyncio.Task[None]] = set()
+
+
+def _in_background(coroutine: Coroutine[Any, Any, None]) -> None:
+    task = asyncio.ensure_future(coroutine)
+    _background.add(task)
+    task.add_done_callback(_background.discard)
+
+
 def origin_allowed(websocket: WebSocket, allowed: tuple[str, ...]) -> bool:
     """Browsers always send Origin; other clients (TUI, bots) usually do not.
 
@@ -147,7 +157,7 @@ async def client_socket(websocket: WebSocket) -> None:
         if hello[1] is not None:
             delay = max(0.0, hello[1] - time.time())
             expiry = asyncio.get_running_loop().call_later(
-                delay, lambda: asyncio.ensure_future(_close(websocket, CloseCode.BAD_TOKEN, "token expired"))
+                delay, lambda: _in_background(_close(websocket, CloseCode.BAD_TOKEN, "token expired"))
             )
         await _command_loop(websocket, broker, connection)
     except StoreUnavailable:
