@@ -184,6 +184,12 @@ class Session:
                 await self.one_round()
                 self.rounds += 1
         finally:
+            # The agent can read its result before the bots read the matching ``closed``
+            # frame: give the last answer's latency sample a moment to land (bounded).
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(1.0):
+                    while any(bot.pending_answer is not None for bot in self.bots):
+                        await asyncio.sleep(0.005)
             for bot in self.bots:
                 bot.closing = True
             for task in tasks:
