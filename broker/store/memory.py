@@ -21,12 +21,19 @@ log = logging.getLogger("qbroker.store.memory")
 @dataclass
 class _Session:
     questionnaires: dict[str, Questionnaire] = field(default_factory=dict)
+    # Questionnaire id -> expiry, kept in the order of the last write: with one retention
+    # period for all, the ones due first are at the front, so a sweep stops at the first
+    # one still alive instead of visiting every retained questionnaire.
     expires_at: dict[str, float] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
     idempotency: dict[str, tuple[str, float]] = field(default_factory=dict)  # key -> (id, expiry)
     clients: dict[str, float] = field(default_factory=dict)  # client id -> heartbeat expiry
     last_seen: float | None = None
     swept_at: float = 0.0
+
+    def renew(self, questionnaire_id: str, expiry: float) -> None:
+        self.expires_at.pop(questionnaire_id, None)
+        self.expires_at[questionnaire_id] = expiry  # to the back: written last, due last
 
 
 class MemoryStore(Store):
@@ -52,7 +59,7 @@ class MemoryStore(Store):
                 return session.questionnaires[known[0]]
             session.idempotency[idempotency_key] = (state.id, self._now() + self.retention)
         session.questionnaires[state.id] = state
-        session.expires_at[state.id] = self._now() + self.retention
+        session.renew(state.id, self._now() + self.retention)
         session.queue.append(state.id)
         await self._notify(state)
         return state
@@ -70,7 +77,7 @@ class MemoryStore(Store):
         if session is None or current is None or current.version != expected_version:
             return False
         session.questionnaires[state.id] = state
-        session.expires_at[state.id] = self._now() + self.retention
+        session.renew(state.id, self._now() + self.retention)
         if state.is_terminal and state.id in session.queue:
             session.queue.remove(state.id)
         await self._notify(state)
@@ -139,10 +146,15 @@ class MemoryStore(Store):
             if now - session.swept_at < 1.0:
                 return
             session.swept_at = now
-        candidates = session.expires_at.items() if only is None else (
-            (qid, session.expires_at[qid]) for qid in only if qid in session.expires_at
-        )
-        for questionnaire_id, expiry in list(candidates):
+        if only is None:
+            due = []
+            for questionnaire_id, expiry in session.expires_at.items():
+                if expiry > now:
+                    break  # everything after it was written later
+                due.append((questionnaire_id, expiry))
+        else:
+            due = [(q, session.expires_at[q]) for q in only if q in session.expires_at]
+        for questionnaire_id, expiry in due:
             if expiry <= now:
                 del session.expires_at[questionnaire_id]
                 session.questionnaires.pop(questionnaire_id, None)
@@ -150,6 +162,10 @@ class MemoryStore(Store):
                     session.queue.remove(questionnaire_id)
         if only is not None:
             return
-        for key, (_, expiry) in list(session.idempotency.items()):
-            if expiry <= now:
-                del session.idempotency[key]
+        stale = []
+        for key, (_, expiry) in session.idempotency.items():  # in creation order, like expiries
+            if expiry > now:
+                break
+            stale.append(key)
+        for key in stale:
+            del session.idempotency[key]
