@@ -211,7 +211,8 @@ def _ready(broker: Broker, timeout: float) -> bool:
 # --- floors --------------------------------------------------------------------------------
 
 
-def ws_echo_floor(n: int) -> dict[str, Any]:
+def start_echo_server() -> tuple[int, subprocess.Popen[str]]:
+    """The bare websockets echo server of bench/floors.py, listening on a free port."""
     port = free_port()
     server = subprocess.Popen(
         [PY, str(REPO / "bench" / "floors.py"), "ws-server", "--port", str(port)],
@@ -219,9 +220,15 @@ def ws_echo_floor(n: int) -> dict[str, Any]:
         stdout=subprocess.PIPE,
         text=True,
     )
+    if not wait_port(port, 15):
+        stop(server)
+        raise RuntimeError("echo server did not start")
+    return port, server
+
+
+def ws_echo_floor(n: int) -> dict[str, Any]:
+    port, server = start_echo_server()
     try:
-        if not wait_port(port, 15):
-            raise RuntimeError("echo server did not start")
         out = subprocess.run(
             [PY, str(REPO / "bench" / "floors.py"), "ws-client", "--port", str(port), "-n", str(n)],
             env=child_env(),
@@ -468,16 +475,8 @@ def idle_memory(ws_url: str, pid: int, clients: int, processes: int, mode: str) 
 
 
 def bare_ws_memory(clients: int, processes: int) -> dict[str, Any]:
-    port = free_port()
-    server = subprocess.Popen(
-        [PY, str(REPO / "bench" / "floors.py"), "ws-server", "--port", str(port)],
-        env=child_env(),
-        stdout=subprocess.PIPE,
-        text=True,
-    )
+    port, server = start_echo_server()
     try:
-        if not wait_port(port, 15):
-            raise RuntimeError("echo server did not start")
         return idle_memory(f"ws://127.0.0.1:{port}", server.pid, clients, processes, "raw")
     finally:
         stop(server)
