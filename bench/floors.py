@@ -2,6 +2,7 @@
 
     python bench/floors.py ws-server --port P          a bare `websockets` echo server
     python bench/floors.py ws-client --port P -n N     N sequential echo round trips -> JSON
+        [--pace 5-10]                                  ... with a random 5-10 ms pause before each
     python bench/floors.py redis-client --url U -n N   N sequential redis-py GET round trips -> JSON
 
 Both sides run on uvloop (as qbroker's bots do) with compression off (as the bots connect).
@@ -15,6 +16,7 @@ import asyncio
 import contextlib
 import json
 import math
+import random
 import sys
 import time
 from typing import Any
@@ -77,12 +79,15 @@ async def ws_server(port: int) -> None:
         await asyncio.sleep(3600)  # the parent terminates this process
 
 
-async def ws_client(port: int, n: int) -> dict[str, Any]:
+async def ws_client(port: int, n: int, pace: tuple[float, float] | None = None) -> dict[str, Any]:
     from websockets.asyncio.client import connect
 
     samples: list[float] = []
+    rng = random.Random(1)
     async with connect(f"ws://127.0.0.1:{port}/", compression=None, ping_interval=None) as ws:
         for i in range(WARMUP + n):
+            if pace is not None:
+                await asyncio.sleep(rng.uniform(*pace) / 1000.0)
             t0 = time.perf_counter()
             await ws.send(PAYLOAD)
             await ws.recv()
@@ -114,12 +119,17 @@ def main() -> int:
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--url", default="")
     parser.add_argument("-n", type=int, default=2000)
+    parser.add_argument("--pace", default=None, help="ws-client: pause LOW-HIGH ms before each round trip")
     args = parser.parse_args()
     if args.mode == "ws-server":
         _run(ws_server(args.port))
         return 0
     if args.mode == "ws-client":
-        result = _run(ws_client(args.port, args.n))
+        pace = None
+        if args.pace:
+            low, _, high = args.pace.partition("-")
+            pace = (float(low), float(high or low))
+        result = _run(ws_client(args.port, args.n, pace))
     else:
         if not args.url.startswith("redis://127.0.0.1:"):
             print("floors: only a local redis (redis://127.0.0.1:PORT)", file=sys.stderr)

@@ -5,10 +5,11 @@
 Measures, in one run:
 
 - the floors: a bare ``websockets`` echo round trip (server and client in separate
-  processes) and a bare redis-py round trip against a redis-server started here;
+  processes; back to back, and paced like the paced latency run) and a bare redis-py round
+  trip against a redis-server started here;
 - qbroker on the memory store (one broker) and on Redis (two brokers: every session's agent
   on one, its bots on the other): answer -> next question and start -> first question
-  latency under light load; completed questionnaires/s with 100 and 1,000 concurrent
+  latency (back to back, and paced); completed questionnaires/s with 100 and 1,000 concurrent
   sessions (``qbroker bots`` in several processes, no think time); broker CPU time per
   completed 3-question questionnaire (utime+stime from /proc/<pid>/stat of the broker
   processes over the steady part of the run, divided by the questionnaires completed in
@@ -45,6 +46,11 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 PY = sys.executable
+# The think time of the paced runs (ms). Between round trips this far apart both processes
+# go idle, and waking them costs more than the round trip itself: the paced echo floor is
+# several times the back-to-back one, so each qbroker figure is compared with the echo
+# measured the same way.
+PACE = "5-10"
 SECRET = "qbroker-bench-secret-0123456789abcdef"
 TICK = os.sysconf("SC_CLK_TCK")
 PROGRESS_RE = re.compile(r"\[bots\]\s+([\d.]+)s\s+done (\d+)")
@@ -226,11 +232,12 @@ def start_echo_server() -> tuple[int, subprocess.Popen[str]]:
     return port, server
 
 
-def ws_echo_floor(n: int) -> dict[str, Any]:
+def ws_echo_floor(n: int, pace: str | None = None) -> dict[str, Any]:
     port, server = start_echo_server()
     try:
         out = subprocess.run(
-            [PY, str(REPO / "bench" / "floors.py"), "ws-client", "--port", str(port), "-n", str(n)],
+            [PY, str(REPO / "bench" / "floors.py"), "ws-client", "--port", str(port), "-n", str(n)]
+            + (["--pace", pace] if pace else []),
             env=child_env(),
             capture_output=True,
             text=True,
@@ -351,18 +358,19 @@ def _steady_window(
     result.machine_util = busy / total if total else None
 
 
-def latency_run(urls: list[str], pids: list[int], count: int) -> LoadResult:
-    """Light load (2 sessions, think 5-10 ms) so latency is not queueing."""
+def latency_run(urls: list[str], pids: list[int], count: int, paced: bool) -> LoadResult:
+    """One session answering back to back, as the echo floor's client does; or (``paced``)
+    two sessions that think 5-10 ms before each action, beside the paced echo floor."""
     return run_bots(
         urls,
         pids,
         [
             "--sessions",
-            "2",
+            "2" if paced else "1",
             "--count",
             str(count),
             "--think-time",
-            "5-10",
+            PACE if paced else "0",
             "--questions",
             "3",
             "--duration",
@@ -488,8 +496,10 @@ def store_suite(name: str, redis_url: str | None, settings: Settings, profile_di
     with brokers(count, redis_url) as procs:
         urls = [b.url for b in procs]
         pids = [b.pid for b in procs]
-        _say(f"{name}: latency ({settings.latency_count} questionnaires, light load)")
-        out["latency"] = latency_run(urls, pids, settings.latency_count)
+        _say(f"{name}: latency ({settings.latency_count} questionnaires, back to back)")
+        out["latency"] = latency_run(urls, pids, settings.latency_count, paced=False)
+        _say(f"{name}: latency ({settings.latency_count} questionnaires, paced {PACE} ms)")
+        out["latency_paced"] = latency_run(urls, pids, settings.latency_count, paced=True)
         for sessions in (100, 1000):
             _say(f"{name}: throughput, {sessions} sessions, {settings.duration:g}s, {settings.bot_processes} bot procs")
             profiler = _start_profile(profile_dir, f"{name}-{sessions}", pids, settings.duration) if profile_dir else []
@@ -611,6 +621,19 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
     rows: list[list[str]] = [
         ["websockets echo round trip p50 / p99", "floor", f"{_ms(echo['p50'])} / {_ms(echo['p99'])}", "1x", "", "", ""],
     ]
+    paced_echo = results["floors"].get("ws_echo_paced")
+    if paced_echo:
+        rows.append(
+            [
+                f"websockets echo round trip p50 / p99, paced {PACE} ms",
+                "floor",
+                f"{_ms(paced_echo['p50'])} / {_ms(paced_echo['p99'])}",
+                "1x",
+                "",
+                "",
+                "",
+            ]
+        )
     if results["floors"].get("redis"):
         r = results["floors"]["redis"]
         rows.append(
@@ -674,6 +697,25 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
                 f"p99 {_ms(s99)}",
             ],
         ]
+        paced: LoadResult | None = suite.get("latency_paced")
+        if paced is not None and paced_echo:
+            pm = paced.report["latency_ms"]
+            for key, label in (
+                ("answer_to_next_question", "answer -> next question"),
+                ("start_to_first_question", "start -> first question"),
+            ):
+                v50, v99 = pm[key]["p50"], pm[key]["p99"]
+                rows.append(
+                    [
+                        f"{label} p50, paced {PACE} ms",
+                        store,
+                        _ms(v50),
+                        _ratio(v50, paced_echo["p50"]),
+                        "(to the paced echo)",
+                        "",
+                        f"p99 {_ms(v99)} ({_ratio(v99, paced_echo['p99'])}); {paced.report['error_total']} errors",
+                    ]
+                )
         for sessions in (100, 1000):
             tp: LoadResult = suite[f"tp{sessions}"]
             rate = tp.rate if tp.rate is not None else tp.report.get("questionnaires_per_s")
@@ -781,6 +823,8 @@ def main() -> int:
     results: dict[str, Any] = {"machine": machine, "settings": settings.__dict__, "floors": {}}
     _say("floor: websockets echo round trip")
     results["floors"]["ws_echo"] = ws_echo_floor(settings.echo_n)
+    _say(f"floor: websockets echo round trip, paced {PACE} ms")
+    results["floors"]["ws_echo_paced"] = ws_echo_floor(settings.echo_n // 4, pace=PACE)
     _say(f"floor: bare websockets server with {settings.clients} idle clients")
     results["floors"]["bare_ws_memory"] = bare_ws_memory(settings.clients, settings.client_processes)
     with redis_server() as redis_url:
@@ -806,7 +850,7 @@ def main() -> int:
         suite[key].report["verify_errors"]
         for store in ("memory", "redis")
         if (suite := results.get(store))
-        for key in ("latency", "tp100", "tp1000")
+        for key in ("latency", "latency_paced", "tp100", "tp1000")
     )
     return 1 if bad else 0
 
@@ -832,8 +876,12 @@ machine, and compares each figure with the targets of issue 6. `--quick` does sh
   connection of the bare websockets server.
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
-  - *latency*: {s["latency_count"]} questionnaires of 3 questions, 2 sessions, think time
-    5-10 ms (light load, so the figure is not queueing);
+  - *latency*: {s["latency_count"]} questionnaires of 3 questions, one session answering
+    back to back (no think time), as the echo floor's client sends; and the same count
+    *paced*: 2 sessions thinking {PACE} ms before each action, beside an echo floor paced the
+    same way (between round trips that far apart both processes go idle, and waking them
+    costs more than the round trip: the paced echo is several times the back-to-back one).
+    The targets are checked on the back-to-back figures, against the back-to-back echo;
   - *throughput*: 100 and 1,000 concurrent sessions, no think time, {s["duration"]:g} s
     each, bots in {s["bot_processes"]} processes; the rate is taken over the steady middle of the run
     (10% -> 90% of completions), without set-up and drain;
@@ -877,7 +925,7 @@ def _plain(results: dict[str, Any]) -> dict[str, Any]:
         if not suite:
             continue
         entry: dict[str, Any] = {"memory": suite["memory"]}
-        for key in ("latency", "tp100", "tp1000"):
+        for key in ("latency", "latency_paced", "tp100", "tp1000"):
             lr: LoadResult = suite[key]
             entry[key] = {
                 "steady_rate_per_s": None if lr.rate is None else round(lr.rate, 1),

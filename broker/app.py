@@ -1,4 +1,4 @@
-"""The Starlette application: agent API, client websocket, health, and the web client."""
+"""The Starlette application: agent API, health, and the web client (the client websocket is broker/ws.py)."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Mount, Route
 from starlette.staticfiles import StaticFiles
 
-from broker import http, ws
+from broker import http
 from broker.config import Config
 from broker.metrics import CONTENT_TYPE
 from broker.openapi import build_openapi
@@ -79,7 +79,6 @@ def create_app(config: Config, store: Store | None = None) -> Starlette:
         Route("/metrics", metrics),
         Route("/openapi.json", openapi),
         *http.routes,
-        *ws.routes,
     ]
     if WEB_DIR.is_dir():
         routes.append(Mount("/", StaticFiles(directory=WEB_DIR, html=True), name="web"))

@@ -51,11 +51,8 @@ def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None) -> s
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
-@functools.lru_cache(maxsize=4096)
-def _verified_claims(secret: str, token: str) -> dict[str, Any]:
-    """The claims of a correctly signed token. An agent presents the same token on every
-    call, so the HMAC check runs once per token; expiry is checked by the caller on every
-    use. Failures raise and are not cached."""
+def _decoded_claims(secret: str, token: str) -> dict[str, Any]:
+    """The claims of a correctly signed token; raises ``jwt.PyJWTError`` otherwise."""
     claims: dict[str, Any] = jwt.decode(
         token,
         secret,
@@ -65,12 +62,18 @@ def _verified_claims(secret: str, token: str) -> dict[str, Any]:
     return claims
 
 
+# An agent presents the same token on every call, so its HMAC check runs once per token
+# (expiry is still checked on every use; failures raise and are not cached). A client
+# presents its token once per connection: caching those would only hold memory.
+_cached_claims = functools.lru_cache(maxsize=4096)(_decoded_claims)
+
+
 def verify_token(secret: str, token: str, *, role: Role) -> Claims:
     """Check signature, expiry and role. Raises ``unauthorized`` (401 / close 4401)."""
     if not isinstance(token, str) or not token:
         raise BrokerError("unauthorized", "missing token")
     try:
-        claims = _verified_claims(secret, token)
+        claims = _cached_claims(secret, token) if role == "agent" else _decoded_claims(secret, token)
     except jwt.PyJWTError:
         raise BrokerError("unauthorized", "invalid token") from None
     sid, token_role, exp = claims.get("sid"), claims.get("role"), claims.get("exp")
@@ -112,5 +115,3 @@ def run(args: argparse.Namespace) -> int:
         print(f"qbroker token: {exc}", file=sys.stderr)
         return 1
     return 0
-
-

@@ -52,6 +52,7 @@ class _Server(uvicorn.Server):
 
 def run(args: argparse.Namespace) -> int:
     from broker.app import create_app
+    from broker.ws import protocol_for
 
     config = Config.from_env(
         host=args.host, port=args.port, redis_url=args.redis_url, data_dir=args.data_dir, log_level=args.log_level
@@ -73,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
         port=config.port,
         log_config=None,
         access_log=False,
-        ws="websockets-sansio",  # the maintained websockets implementation
+        ws=protocol_for(app.state.broker),  # serves the client websocket itself (broker/ws.py)
         ws_max_size=config.max_frame_bytes,
         ws_ping_interval=20.0,
         ws_ping_timeout=20.0,

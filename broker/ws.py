@@ -1,9 +1,21 @@
 """The client websocket: handshake checks, hello/auth, limits, and the command loop.
 
-One ``ClientConnection`` per socket. Frames to the client go through a bounded outbound
-queue drained by a writer task, so a slow client never holds up the fan-out to others
-(the task exists only while there is something to send: an idle client costs no task);
-one that falls too far behind is disconnected (it reconnects and gets the current state).
+uvicorn parses HTTP and hands each websocket upgrade to a protocol class. Ours,
+``ClientSocket``, extends uvicorn's sans-I/O one (websockets' ``ServerProtocol`` underneath,
+which keeps the handshake, keepalive pings and closing handshake) and serves
+``/v1/sessions/{sid}/ws`` itself instead of through ASGI: frames arrive as callbacks and
+frames to the client are written to the transport at once. Why not the ASGI route:
+
+- an idle client then costs no task, no coroutine stack and no receive queue, which is most
+  of the memory a connection costs under ASGI;
+- a frame takes no extra hops: no receive queue between parser and handler, no writer task
+  between the fan-out and the socket (the answer -> next question latency).
+
+Work that waits for the store (the hello's join, a command) runs in a task that exists only
+while there is work; it takes the frames in arrival order. A client whose socket stops
+draining gets its frames queued, up to a bound, and is then disconnected (it reconnects and
+gets the current state), so a slow client never holds up the fan-out to others. Every other
+websocket path goes to the ASGI app as usual (which refuses it).
 """
 
 from __future__ import annotations
@@ -11,15 +23,16 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import re
 import time
 import uuid
-from collections import deque
-from collections.abc import Coroutine, MutableMapping
-from typing import Any, Final
-from urllib.parse import urlsplit
+from collections.abc import Coroutine
+from typing import Any, ClassVar, Final
+from urllib.parse import unquote, urlsplit
 
-from starlette.routing import WebSocketRoute
-from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
+from websockets.datastructures import Headers
+from websockets.http11 import Request
 
 from broker import frames
 from broker.auth import valid_session_id, verify_token
@@ -31,11 +44,20 @@ from broker.store.base import StoreUnavailable
 
 log = logging.getLogger("qbroker.ws")
 
+CLIENT_PATH: Final = re.compile(r"/v1/sessions/([^/]*)/ws")
+# Frames queued for a client whose socket does not drain; one more and it is disconnected.
 OUTBOUND_QUEUE: Final = 256
+# Frames received but not yet handled: above this, stop reading the socket until the
+# handler catches up (TCP pushes back on the client); the rate limit bounds the rest.
+INBOX_HIGH: Final = 16
+# Queued in place of the first frame over the rate limit: the frames before it are handled.
+_OVER_LIMIT: Final = b"<over the rate limit>"
 
 
 class TokenBucket:
     """``rate`` frames per second on average, bursts up to ``burst``."""
+
+    __slots__ = ("rate", "burst", "tokens", "stamp")
 
     def __init__(self, rate: float, burst: float) -> None:
         self.rate, self.burst = rate, burst
@@ -52,188 +74,366 @@ class TokenBucket:
         return True
 
 
-class ClientConnection:
-    def __init__(self, websocket: WebSocket, session_id: str, codec: Codec) -> None:
-        self.websocket = websocket
-        self.session_id = session_id
-        self.codec: Codec = codec
-        self.client_id = uuid.uuid4().hex[:16]
-        self.outbound: deque[Encoded] = deque()
-        self.overflowed = False
-        self.writer: asyncio.Task[None] | None = None
+def origin_allowed(headers: Headers, allowed: tuple[str, ...]) -> bool:
+    """Browsers always send Origin; other clients (TUI, bots) usually do not.
 
-    def deliver(self, frame: Encoded) -> None:
-        if len(self.outbound) >= OUTBOUND_QUEUE:
-            self.overflowed = True
-        else:
-            self.outbound.append(frame)
-        if self.writer is None:
-            self.writer = asyncio.create_task(self._write())
+    With no allow-list the page must come from this very host (same origin).
+    """
+    origin = headers.get("origin")
+    if origin is None:
+        return True
+    if allowed:
+        return "*" in allowed or origin.rstrip("/") in allowed
+    return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
 
-    async def _write(self) -> None:
-        try:
-            while self.outbound and not self.overflowed:
-                data = self.outbound.popleft().data(self.codec)
-                if isinstance(data, str):
-                    await self.websocket.send_text(data)
-                else:
-                    await self.websocket.send_bytes(data)
-            if self.overflowed:
-                await _close(self.websocket, CloseCode.POLICY_VIOLATION, "client too slow")
-        except Exception:  # noqa: BLE001 - the socket went away; the receive loop notices
-            self.outbound.clear()
-        finally:
-            self.writer = None
 
-    async def stop(self) -> None:
-        writer = self.writer
-        if writer is not None:
-            writer.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await writer
+def _subprotocol(headers: Headers) -> tuple[bool, str | None]:
+    """(acceptable, chosen): a client that offers subprotocols must offer one of ours."""
+    offered = [token.strip() for header in headers.get_all("Sec-WebSocket-Protocol") for token in header.split(",")]
+    chosen = next((p for p in offered if p in frames.SUBPROTOCOLS), None)
+    return (not offered or chosen is not None), chosen
+
+
+class _Unused:
+    """Stands in for uvicorn's ASGI receive queue and "writable" event on a connection served
+    here, which never uses them: each holds a deque of ~800 bytes, per connection."""
+
+    def put_nowait(self, item: object) -> None:
+        pass
+
+    def set(self) -> None:
+        pass
+
+    def clear(self) -> None:
+        pass
+
+
+_UNUSED: Any = _Unused()
 
 
 # The event loop keeps only weak references to tasks: hold fire-and-forget ones here.
 _background: set[asyncio.Task[None]] = set()
 
 
-def _in_background(coroutine: Coroutine[Any, Any, None]) -> None:
+def _in_background(coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
     task = asyncio.ensure_future(coroutine)
     _background.add(task)
     task.add_done_callback(_background.discard)
+    return task
 
 
-def origin_allowed(websocket: WebSocket, allowed: tuple[str, ...]) -> bool:
-    """Browsers always send Origin; other clients (TUI, bots) usually do not.
+class ClientSocket(WebSocketsSansIOProtocol):
+    """uvicorn's websocket protocol, serving the client endpoint without ASGI in between.
 
-    With no allow-list the page must come from this very host (same origin).
+    ``protocol_for(broker)`` binds the broker; uvicorn makes one instance per upgrade.
     """
-    origin = websocket.headers.get("origin")
-    if origin is None:
-        return True
-    if allowed:
-        return "*" in allowed or origin.rstrip("/") in allowed
-    host = websocket.headers.get("host", "")
-    return urlsplit(origin).netloc.lower() == host.lower()
 
+    broker: ClassVar[Broker]
 
-async def _close(websocket: WebSocket, code: int, reason: str = "") -> None:
-    if websocket.application_state == WebSocketState.DISCONNECTED:
-        return
-    websocket.app.state.broker.metrics.closes.labels(str(code)).inc()
-    with contextlib.suppress(Exception):
-        await websocket.close(code, reason)
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.connection: ClientConnection | None = None  # (uvicorn's self.client is the peer address)
 
+    # --- handshake ---------------------------------------------------------------------
 
-async def client_socket(websocket: WebSocket) -> None:
-    broker: Broker = websocket.app.state.broker
-    config = broker.config
-    session_id = websocket.path_params["sid"]
-    if not valid_session_id(session_id) or not origin_allowed(websocket, config.allowed_origins):
-        log.warning("websocket handshake refused", extra={"session": session_id[:128]})
-        await websocket.close(CloseCode.POLICY_VIOLATION)  # before accept: HTTP 403
-        return
-    if broker.shutting_down.is_set():
-        await websocket.close(CloseCode.SERVICE_RESTART)
-        return
-    offered = websocket.scope.get("subprotocols") or []
-    chosen = next((p for p in offered if p in frames.SUBPROTOCOLS), None)
-    if offered and chosen is None:
-        await websocket.close(CloseCode.POLICY_VIOLATION)
-        return
-    await websocket.accept(subprotocol=chosen)
-    codec = frames.codec_for(chosen)
-
-    hello = await _receive_hello(websocket, broker, session_id, codec)
-    if hello is None:
-        return
-    if broker.local_clients(session_id) >= config.max_connections_per_session:
-        await _close(websocket, CloseCode.TRY_AGAIN_LATER, "too many connections for this session")
-        return
-    connection = ClientConnection(websocket, session_id, codec)
-    expiry: asyncio.TimerHandle | None = None
-    try:
-        await broker.join(connection)
-        if hello[1] is not None:
-            delay = max(0.0, hello[1] - time.time())
-            expiry = asyncio.get_running_loop().call_later(
-                delay, lambda: _in_background(_close(websocket, CloseCode.BAD_TOKEN, "token expired"))
-            )
-        await _command_loop(websocket, broker, connection)
-    except StoreUnavailable:
-        log.warning("store unavailable; closing client", extra={"session": session_id})
-        await _close(websocket, CloseCode.TRY_AGAIN_LATER, "state store unavailable")
-    except WebSocketDisconnect:
-        pass
-    finally:
-        if expiry is not None:
-            expiry.cancel()
-        with contextlib.suppress(Exception):
-            await broker.leave(connection)
-        await connection.stop()
-
-
-async def _receive_hello(
-    websocket: WebSocket, broker: Broker, session_id: str, codec: Codec
-) -> tuple[str, float | None] | None:
-    """Wait for a valid hello; close with the protocol's code otherwise. -> (kind, token exp)."""
-    try:
-        message = await asyncio.wait_for(websocket.receive(), broker.config.hello_timeout)
-    except TimeoutError:
-        await _close(websocket, CloseCode.HELLO_TIMEOUT, "no hello in time")
-        return None
-    if message["type"] == "websocket.disconnect":
-        return None
-    try:
-        frame = frames.parse_client_frame(frames.decode(_payload(message), codec))
-    except BrokerError:
-        frame = None
-    if not isinstance(frame, frames.Hello):
-        await _close(websocket, CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")
-        return None
-    try:
-        claims = verify_token(broker.config.secret or "", frame.token, role="client")
-    except BrokerError as exc:
-        await _close(websocket, CloseCode.BAD_TOKEN, exc.message)
-        return None
-    if not claims.allows(session_id):
-        await _close(websocket, CloseCode.WRONG_SESSION, "token is for another session")
-        return None
-    return frame.client_kind, claims.exp
-
-
-async def _command_loop(websocket: WebSocket, broker: Broker, connection: ClientConnection) -> None:
-    config = broker.config
-    bucket = TokenBucket(config.rate_limit, config.rate_burst)
-    while True:
-        message = await websocket.receive()
-        if message["type"] == "websocket.disconnect":
+    def handle_connect(self, event: Request) -> None:
+        match = CLIENT_PATH.fullmatch(unquote(event.path.partition("?")[0]))
+        if match is None:
+            super().handle_connect(event)  # not ours: the ASGI app answers (and refuses)
             return
-        if not bucket.take():
-            log.warning("rate limit exceeded", extra={"session": connection.session_id, "client": connection.client_id})
-            await _close(websocket, CloseCode.POLICY_VIOLATION, "rate limit exceeded")
+        self.request = event
+        self.response = self.conn.accept(event)
+        self.handshake_initiated = True
+        if self.response.status_code != 101:  # not a valid upgrade: websockets' own answer
+            self._respond_and_close()
+            return
+        session_id, broker = match.group(1), self.broker
+        acceptable, chosen = _subprotocol(event.headers)
+        if not (valid_session_id(session_id) and origin_allowed(event.headers, broker.config.allowed_origins)):
+            log.warning("websocket handshake refused", extra={"session": session_id[:128]})
+            acceptable = False
+        if not acceptable or broker.shutting_down.is_set():
+            self.response = self.conn.reject(403, "")
+            self._respond_and_close()
+            return
+        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.default_headers]
+        if chosen is not None:
+            headers.append(("Sec-WebSocket-Protocol", chosen))
+        del self.response.headers["Date"]
+        self.response.headers.update(headers)
+        self.handshake_complete = True
+        self.conn.send_response(self.response)
+        self._flush()
+        self.start_keepalive()
+        self.connection = ClientConnection(self, broker, session_id, frames.codec_for(chosen))
+        # Only the ASGI path needs these after the handshake; an idle connection should not
+        # carry the request's and response's headers (a few KiB) for hours.
+        self.queue = self.writable = _UNUSED
+        del self.request, self.response
+
+    def _respond_and_close(self) -> None:
+        self.handshake_complete = True
+        self.close_sent = True
+        self.conn.send_response(self.response)
+        self._flush()
+        self.transport.close()
+
+    # --- frames in -----------------------------------------------------------------------
+
+    def send_receive_event_to_app(self) -> None:
+        client = self.connection
+        if client is None:
+            super().send_receive_event_to_app()
+            return
+        data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
+        self.frames = []
+        if self.close_sent:
+            return  # past our close: wait for the peer's reply only
+        if self.curr_msg_data_type == "bytes":
+            client.received(data)
             return
         try:
-            frame = frames.parse_client_frame(frames.decode(_payload(message), connection.codec))
+            text = data.decode()
+        except UnicodeDecodeError:
+            self.conn.send_close(1007)  # invalid frame payload data
+            self.handle_parser_exception()
+            return
+        client.received(text)
+
+    # --- frames out ----------------------------------------------------------------------
+
+    def write_frame(self, data: str | bytes, text: bool) -> None:
+        payload = data.encode() if isinstance(data, str) else data
+        if text:
+            self.conn.send_text(payload)
+        else:
+            self.conn.send_binary(payload)
+        self._flush()
+
+    def _flush(self) -> None:
+        self.transport.write(b"".join(self.conn.data_to_send()))
+
+    def close_with(self, code: int, reason: str = "") -> None:
+        """Start the closing handshake (as uvicorn does for an ASGI ``websocket.close``)."""
+        if self.close_sent or self.transport.is_closing():
+            return
+        self.broker.metrics.closes.labels(str(code)).inc()
+        self.conn.send_close(code, reason)
+        self._flush()
+        self.close_sent = True
+        if self.read_paused:
+            self.read_paused = False
+            self.transport.resume_reading()
+        self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
+
+    def pause_reading_for_backlog(self, paused: bool) -> None:
+        if paused != self.read_paused and not self.close_sent:
+            self.read_paused = paused
+            if paused:
+                self.transport.pause_reading()
+            else:
+                self.transport.resume_reading()
+
+    # --- transport events ----------------------------------------------------------------
+
+    def pause_writing(self) -> None:
+        super().pause_writing()
+        if self.connection is not None:
+            self.connection.writable = False
+
+    def resume_writing(self) -> None:
+        super().resume_writing()
+        if self.connection is not None:
+            self.connection.drain()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        super().connection_lost(exc)
+        if self.connection is not None:
+            self.connection.lost()
+
+
+def protocol_for(broker: Broker) -> type[ClientSocket]:
+    """The websocket protocol class for uvicorn's ``ws=`` setting, bound to ``broker``."""
+    return type("BoundClientSocket", (ClientSocket,), {"broker": broker})
+
+
+class ClientConnection:
+    """One connected client: hello, then commands; what the service knows as a Connection."""
+
+    __slots__ = (
+        "socket",
+        "broker",
+        "session_id",
+        "codec",
+        "client_id",
+        "inbox",
+        "backlog",
+        "writable",
+        "worker",
+        "bucket",
+        "timer",
+        "said_hello",
+        "over_limit",
+        "joined",
+        "gone",
+    )
+
+    def __init__(self, socket: ClientSocket, broker: Broker, session_id: str, codec: Codec) -> None:
+        self.socket = socket
+        self.broker = broker
+        self.session_id = session_id
+        self.codec: Codec = codec
+        self.client_id = uuid.uuid4().hex[:16]
+        # Lists, not deques: they stay short, and an empty deque costs ~800 bytes per client.
+        self.inbox: list[str | bytes] = []
+        self.backlog: list[str | bytes] = []  # frames waiting for the socket to drain
+        self.writable = True
+        self.worker: asyncio.Task[None] | None = None
+        self.bucket = TokenBucket(broker.config.rate_limit, broker.config.rate_burst)
+        # Until the hello: the hello deadline; after it: the token's expiry (if any).
+        self.timer: asyncio.TimerHandle | None = socket.loop.call_later(
+            broker.config.hello_timeout, self.close, CloseCode.HELLO_TIMEOUT, "no hello in time"
+        )
+        self.said_hello = False  # the first frame arrived (it must be the hello)
+        self.over_limit = False  # a frame came over the rate limit: the rest are dropped
+        self.joined = False  # broker.join was called: broker.leave must follow
+        self.gone = False  # the socket is closed
+
+    # --- frames in -----------------------------------------------------------------------
+
+    def received(self, payload: str | bytes) -> None:
+        if self.gone:
+            return
+        if not self.said_hello:
+            self.said_hello = True
+            self._cancel_timer()
+        elif self.over_limit:
+            return  # the close follows the frames that came within the limit
+        elif not self.bucket.take():
+            self.over_limit = True
+            payload = _OVER_LIMIT
+        self.inbox.append(payload)
+        if len(self.inbox) >= INBOX_HIGH:
+            self.socket.pause_reading_for_backlog(True)
+        if self.worker is None:
+            self.worker = asyncio.ensure_future(self._work())
+
+    async def _work(self) -> None:
+        """Handle the received frames in order; exists only while there are some."""
+        try:
+            while self.inbox and not self.closing:
+                payload = self.inbox.pop(0)
+                if len(self.inbox) < INBOX_HIGH // 2:
+                    self.socket.pause_reading_for_backlog(False)
+                if payload is _OVER_LIMIT:
+                    log.warning("rate limit exceeded", extra={"session": self.session_id, "client": self.client_id})
+                    self.close(CloseCode.POLICY_VIOLATION, "rate limit exceeded")
+                elif self.joined:
+                    await self._frame(payload)
+                else:
+                    await self._hello(payload)
+        except StoreUnavailable:
+            log.warning("store unavailable; closing client", extra={"session": self.session_id})
+            self.close(CloseCode.TRY_AGAIN_LATER, "state store unavailable")
+        except Exception:
+            log.exception("client connection failed", extra={"session": self.session_id, "client": self.client_id})
+            self.close(1011, "internal error")
+        finally:
+            self.worker = None
+            if self.gone and self.joined:
+                await self._leave()
+
+    async def _hello(self, payload: str | bytes) -> None:
+        broker = self.broker
+        try:
+            frame = frames.parse_client_frame(frames.decode(payload, self.codec))
+        except BrokerError:
+            frame = None
+        if not isinstance(frame, frames.Hello):
+            self.close(CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")
+            return
+        try:
+            claims = verify_token(broker.config.secret or "", frame.token, role="client")
+        except BrokerError as exc:
+            self.close(CloseCode.BAD_TOKEN, exc.message)
+            return
+        if not claims.allows(self.session_id):
+            self.close(CloseCode.WRONG_SESSION, "token is for another session")
+            return
+        if broker.local_clients(self.session_id) >= broker.config.max_connections_per_session:
+            self.close(CloseCode.TRY_AGAIN_LATER, "too many connections for this session")
+            return
+        self.joined = True
+        await broker.join(self)
+        if claims.exp is not None and not self.gone:
+            delay = max(0.0, claims.exp - time.time())
+            self.timer = self.socket.loop.call_later(delay, self.close, CloseCode.BAD_TOKEN, "token expired")
+
+    async def _frame(self, payload: str | bytes) -> None:
+        broker = self.broker
+        try:
+            frame = frames.parse_client_frame(frames.decode(payload, self.codec))
         except BrokerError as exc:
             broker.metrics.errors.labels(exc.code).inc()
-            connection.deliver(Encoded(frames.error(exc.code, exc.message, exc.ref)))
-            continue
+            self.deliver(Encoded(frames.error(exc.code, exc.message, exc.ref)))
+            return
         broker.metrics.frame_count[frames.frame_type(frame)].inc()
         if isinstance(frame, frames.Ping):
-            connection.deliver(Encoded(frames.pong()))
+            self.deliver(Encoded(frames.pong()))
         elif isinstance(frame, frames.Hello):
-            connection.deliver(Encoded(frames.error("bad_frame", "hello was already received", frame.ref)))
+            self.deliver(Encoded(frames.error("bad_frame", "hello was already received", frame.ref)))
         else:
-            await broker.command(connection, frame)
+            await broker.command(self, frame)
 
+    # --- frames out ----------------------------------------------------------------------
 
-def _payload(message: MutableMapping[str, Any]) -> str | bytes:
-    text = message.get("text")
-    if isinstance(text, str):
-        return text
-    data = message.get("bytes")
-    return data if isinstance(data, bytes) else b""
+    def deliver(self, frame: Encoded) -> None:
+        """Write ``frame`` now, or queue it while the socket does not drain; never blocks."""
+        if self.closing:
+            return
+        data = frame.data(self.codec)
+        if self.writable and not self.backlog:
+            self.socket.write_frame(data, self.codec == "json")
+        elif len(self.backlog) < OUTBOUND_QUEUE:
+            self.backlog.append(data)
+        else:
+            self.backlog.clear()
+            self.close(CloseCode.POLICY_VIOLATION, "client too slow")
 
+    def drain(self) -> None:
+        """The socket drains again: send what waited, until it is full once more."""
+        self.writable = True
+        backlog, text = self.backlog, self.codec == "json"
+        while backlog and self.writable and not self.closing:
+            self.socket.write_frame(backlog.pop(0), text)  # may call pause_writing
 
-routes = [WebSocketRoute("/v1/sessions/{sid}/ws", client_socket)]
+    # --- the end -------------------------------------------------------------------------
+
+    @property
+    def closing(self) -> bool:
+        return self.gone or self.socket.close_sent
+
+    def close(self, code: int, reason: str = "") -> None:
+        self._cancel_timer()
+        self.socket.close_with(code, reason)
+
+    def lost(self) -> None:
+        """The socket is closed (by either side): forget the frames, leave the session."""
+        if self.gone:
+            return
+        self.gone = True
+        self._cancel_timer()
+        self.inbox.clear()
+        self.backlog.clear()
+        if self.joined and self.worker is None:
+            _in_background(self._leave())
+        # else: the running worker leaves when it ends (after a join in progress completes)
+
+    async def _leave(self) -> None:
+        with contextlib.suppress(Exception):
+            await self.broker.leave(self)
+
+    def _cancel_timer(self) -> None:
+        if self.timer is not None:
+            self.timer.cancel()
+            self.timer = None

@@ -1,0 +1,154 @@
+"""The client connection's flow control, against a fake socket (the wire is tested end to end
+in tests/integration/test_protocol_websocket.py and test_protocol_limits.py).
+
+What only a fake socket can show on demand: a socket that stops draining gets its frames
+queued in order and sent when it drains, and a client that falls too far behind is closed;
+a burst of received frames pauses reading until the handler catches up.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import replace
+from typing import Any
+
+from broker import ws
+from broker.auth import mint_token
+from broker.config import Config
+from broker.service import Broker, Encoded
+from broker.status import CloseCode
+from broker.store.memory import MemoryStore
+
+SECRET = "unit-test-secret-unit-test-secret-0123"
+
+
+class FakeSocket:
+    """What ClientConnection uses of ClientSocket: writes, closes, read pausing, the loop."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.get_running_loop()
+        self.written: list[dict[str, Any]] = []
+        self.closed_with: tuple[int, str] | None = None
+        self.close_sent = False
+        self.reading_paused: list[bool] = []
+
+    def write_frame(self, data: str | bytes, text: bool) -> None:
+        assert text
+        self.written.append(json.loads(data))
+
+    def close_with(self, code: int, reason: str = "") -> None:
+        if not self.close_sent:
+            self.closed_with, self.close_sent = (code, reason), True
+
+    def pause_reading_for_backlog(self, paused: bool) -> None:
+        if paused != (self.reading_paused[-1] if self.reading_paused else False):
+            self.reading_paused.append(paused)  # changes only, as the real socket acts
+
+
+async def connection(**settings: Any) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
+    config = replace(Config(), secret=SECRET, **settings)
+    broker = Broker(config, MemoryStore())
+    socket = FakeSocket()
+    return ws.ClientConnection(socket, broker, "s1", "json"), socket, broker  # type: ignore[arg-type]
+
+
+def hello(session: str = "s1") -> str:
+    token = mint_token(SECRET, session, "client")
+    return json.dumps({"type": "hello", "token": token, "client": {"kind": "bot", "name": "unit"}})
+
+
+async def settle(client: ws.ClientConnection) -> None:
+    for _ in range(100):
+        if client.worker is None:
+            return
+        await asyncio.sleep(0)
+    raise AssertionError("the connection's worker did not finish")
+
+
+async def joined(**settings: Any) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
+    client, socket, broker = await connection(**settings)
+    client.received(hello())
+    await settle(client)
+    assert [f["type"] for f in socket.written] == ["welcome", "idle"]
+    socket.written.clear()
+    return client, socket, broker
+
+
+def pong(n: int) -> Encoded:
+    return Encoded({"type": "pong", "n": n})
+
+
+async def test_frames_wait_while_the_socket_does_not_drain_and_go_out_in_order_when_it_does() -> None:
+    client, socket, _ = await joined()
+    client.writable = False  # what ClientSocket.pause_writing sets
+    for n in range(3):
+        client.deliver(pong(n))
+    assert socket.written == []
+    client.drain()
+    assert [f["n"] for f in socket.written] == [0, 1, 2]
+    client.deliver(pong(3))
+    assert socket.written[-1]["n"] == 3
+
+
+async def test_a_client_too_far_behind_is_closed_1008() -> None:
+    client, socket, _ = await joined()
+    client.writable = False
+    for n in range(ws.OUTBOUND_QUEUE):
+        client.deliver(pong(n))
+    assert socket.closed_with is None
+    client.deliver(pong(ws.OUTBOUND_QUEUE))
+    assert socket.closed_with == (CloseCode.POLICY_VIOLATION, "client too slow")
+    client.deliver(pong(0))
+    client.drain()
+    assert socket.written == []  # nothing more goes to a closing socket
+
+
+async def test_a_burst_of_frames_pauses_reading_until_they_are_handled() -> None:
+    client, socket, _ = await joined()
+    for _ in range(ws.INBOX_HIGH):
+        client.received(json.dumps({"type": "ping"}))
+    assert socket.reading_paused == [True]
+    await settle(client)
+    assert socket.reading_paused == [True, False]
+    assert [f["type"] for f in socket.written] == ["pong"] * ws.INBOX_HIGH
+
+
+async def test_frames_beyond_the_rate_limit_close_1008() -> None:
+    client, socket, _ = await joined(rate_limit=0.001, rate_burst=3)
+    for _ in range(4):
+        client.received(json.dumps({"type": "ping"}))
+    await settle(client)
+    assert socket.closed_with == (CloseCode.POLICY_VIOLATION, "rate limit exceeded")
+    assert [f["type"] for f in socket.written] == ["pong"] * 3
+
+
+async def test_frames_after_the_hello_wait_for_the_join() -> None:
+    client, socket, _ = await connection()
+    client.received(hello())
+    client.received(json.dumps({"type": "ping", "ref": 1}))
+    await settle(client)
+    assert [f["type"] for f in socket.written] == ["welcome", "idle", "pong"]
+
+
+async def test_no_hello_in_time_closes_4408() -> None:
+    client, socket, _ = await connection(hello_timeout=0.01)
+    for _ in range(200):
+        if socket.closed_with is not None:
+            break
+        await asyncio.sleep(0.01)
+    assert socket.closed_with == (CloseCode.HELLO_TIMEOUT, "no hello in time")
+
+
+async def test_a_lost_socket_leaves_the_session_after_a_join_in_progress() -> None:
+    client, socket, broker = await connection()
+    client.received(hello())
+    client.lost()  # the socket goes while the join is still running
+    await settle(client)
+    for _ in range(100):
+        if broker.local_clients("s1") == 0:
+            break
+        await asyncio.sleep(0)
+    assert broker.local_clients("s1") == 0
+    client.deliver(pong(0))
+    assert [f["type"] for f in socket.written] == []
