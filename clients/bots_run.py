@@ -34,6 +34,8 @@ from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 
 from broker.auth import mint_token
+from clients.bots_http import AgentHTTP
+from clients.bots_http import HTTPError as BotsHTTPError
 from clients.bots_plan import Expectation, Plan, Rates, Shape, make_plan, verify_result
 from clients.bots_stats import VERIFY_MISMATCH, Stats
 
@@ -120,7 +122,7 @@ class Session:
             codec = opts.codec if opts.codec != "mixed" else ("json", "msgpack")[(global_index + j) % 2]
             self.bots.append(Bot(self, j, url, codec))
         self.round: Round | None = None
-        self.http: httpx.AsyncClient
+        self.http: AgentHTTP | httpx.AsyncClient
         self.finished: set[str] = set()
         self.orphans: list[asyncio.Task[None]] = []
         self.rounds = 0
@@ -161,13 +163,17 @@ class Session:
     # --- the agent loop --------------------------------------------------------------
 
     async def run_session(self, ready: Callable[[], None], go: asyncio.Event) -> None:
-        # One small HTTP client per session: httpx's pool scans every connection on each
-        # request, so one shared pool of N connections costs O(N) per call.
-        self.http = httpx.AsyncClient(
-            verify=self.run.tls,
-            limits=httpx.Limits(max_connections=2, max_keepalive_connections=2),
-            timeout=httpx.Timeout(self.run.opts.wait + 15.0, connect=15.0),
-        )
+        # One small HTTP client per session (a shared pool of N connections costs O(N) per
+        # call in httpx). Plain http:// gets the lean client (clients/bots_http.py): the load
+        # generator must cost little next to the broker; https:// goes through httpx.
+        if all(url.startswith("http://") for url in self.run.opts.urls):
+            self.http = AgentHTTP(timeout=self.run.opts.wait + 15.0)
+        else:
+            self.http = httpx.AsyncClient(
+                verify=self.run.tls,
+                limits=httpx.Limits(max_connections=2, max_keepalive_connections=2),
+                timeout=httpx.Timeout(self.run.opts.wait + 15.0, connect=15.0),
+            )
         tasks = [asyncio.create_task(bot.run_bot(), name=f"bot-{self.sid}-{bot.index}") for bot in self.bots]
         try:
             try:
@@ -208,24 +214,27 @@ class Session:
     ) -> tuple[int, Any] | None:
         """(status, JSON body), or None when the request failed in transport. Every status
         other than 200/202 and every transport failure is counted as an error."""
+        all_headers = {**self.agent_headers, **(headers or {})}
         try:
-            response = await self.http.request(
-                method, self.agent_url + path, json=body, headers={**self.agent_headers, **(headers or {})}
-            )
-        except httpx.HTTPError as exc:
+            if isinstance(self.http, AgentHTTP):
+                status, content = await self.http.request(method, self.agent_url + path, body, all_headers)
+            else:
+                response = await self.http.request(method, self.agent_url + path, json=body, headers=all_headers)
+                status, content = response.status_code, response.content
+        except (httpx.HTTPError, BotsHTTPError) as exc:
             self.stats.error(f"http_{type(exc).__name__}", f"{self.sid} {method} {path}: {exc!r}")
             self._fail_over()
             return None
         self.stats.count("http_requests")
-        if response.status_code >= 500:
+        if status >= 500:
             self._fail_over()  # 503 shutting_down / store_unavailable: another process may answer
         try:
-            payload = response.json()
+            payload = json.loads(content)
         except ValueError:
             payload = None
-        if response.status_code not in (200, 202):
-            self.stats.error(f"http_{response.status_code}_{_error_code(payload)}", f"{self.sid} {method} {path}")
-        return response.status_code, payload
+        if status not in (200, 202):
+            self.stats.error(f"http_{status}_{_error_code(payload)}", f"{self.sid} {method} {path}")
+        return status, payload
 
     def _fail_over(self) -> None:
         """Send the next agent calls to the next --url: its process may have died (the
