@@ -1,4 +1,8 @@
-"""The Starlette application: agent API, health, and the web client (the client websocket is broker/ws.py)."""
+"""The ASGI application: agent API, health, and the web client (the client websocket is broker/ws.py).
+
+``BrokerApp`` sends the agent API's paths straight to ``broker/http.py`` and everything else
+(health, metrics, OpenAPI, the web client, lifespan) to a Starlette app.
+"""
 
 from __future__ import annotations
 
@@ -9,8 +13,9 @@ from pathlib import Path
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Mount, Route
+from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
+from starlette.types import Receive, Scope, Send
 
 from broker import http
 from broker.config import Config
@@ -50,7 +55,29 @@ async def readyz(request: Request) -> Response:
     return JSONResponse({"status": "ready"})
 
 
-def create_app(config: Config, store: Store | None = None) -> Starlette:
+class BrokerApp:
+    """The app uvicorn runs: a two-way switch in front of Starlette.
+
+    The agent API is the hot HTTP path, so it skips Starlette's middleware and routing
+    (``broker/http.py`` answers its own errors, a crash included, as JSON).
+    """
+
+    def __init__(self, broker: Broker, web: Starlette) -> None:
+        self.broker = broker
+        self.state = web.state  # ``app.state.broker``, as on the Starlette app
+        self._agent_api = http.AgentAPI(broker)
+        self._web = web
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            route = http.match(scope["path"])
+            if route is not None:
+                await self._agent_api(scope, receive, send, *route)
+                return
+        await self._web(scope, receive, send)
+
+
+def create_app(config: Config, store: Store | None = None) -> BrokerApp:
     """``config.secret`` must be set (``serve`` resolves the generated one first)."""
     broker = Broker(
         config,
@@ -73,15 +100,14 @@ def create_app(config: Config, store: Store | None = None) -> Starlette:
         finally:
             await broker.stop()
 
-    routes = [
+    routes: list[BaseRoute] = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
         Route("/metrics", metrics),
         Route("/openapi.json", openapi),
-        *http.routes,
     ]
     if WEB_DIR.is_dir():
         routes.append(Mount("/", StaticFiles(directory=WEB_DIR, html=True), name="web"))
-    app = Starlette(routes=routes, lifespan=lifespan)
-    app.state.broker = broker
-    return app
+    web = Starlette(routes=routes, lifespan=lifespan)
+    web.state.broker = broker
+    return BrokerApp(broker, web)

@@ -1,17 +1,21 @@
-"""The agent API over HTTP: start/resume, re-attach, abort. A thin adapter over ``Broker``."""
+"""The agent API over HTTP: start/resume, re-attach, abort. A thin adapter over ``Broker``.
+
+Served as plain ASGI rather than through Starlette's routing: these calls are the broker's
+hot HTTP path, and a Starlette ``Request``, its middleware stack and ``JSONResponse`` cost
+more CPU than the calls' own work. ``broker/app.py`` sends the two agent API paths here
+(``match``) and every other path (health, metrics, OpenAPI, the web client) to Starlette.
+"""
 
 from __future__ import annotations
 
-import json
 import logging
 import math
 import re
-from collections.abc import Awaitable, Callable
 from typing import Any, Final
+from urllib.parse import parse_qsl
 
-from starlette.requests import Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+import orjson
+from starlette.types import Receive, Scope, Send
 
 from broker.auth import Claims, valid_session_id, verify_token
 from broker.errors import BrokerError, invalid
@@ -26,60 +30,165 @@ MAX_WAIT = 300.0
 DEFAULT_WAIT = 30.0
 MAX_IDEMPOTENCY_KEY = 200
 
-
-def error_response(exc: BrokerError) -> JSONResponse:
-    return JSONResponse({"error": {"code": exc.code, "message": exc.message}}, status_code=exc.http_status)
-
-
-def _broker(request: Request) -> Broker:
-    broker: Broker = request.app.state.broker
-    return broker
+_PREFIX: Final = "/v1/sessions/"
+# The methods each path serves; any other method is a 405 naming them in ``Allow``.
+_START_METHODS: Final = frozenset({"POST"})
+_ITEM_METHODS: Final = frozenset({"GET", "HEAD", "DELETE"})  # HEAD is a GET without the body
+_START_ALLOW: Final = "POST"
+_ITEM_ALLOW: Final = "GET, HEAD, DELETE"
 
 
-def _authorize(request: Request) -> tuple[Broker, str]:
-    """Check the bearer token against the path's session; return (broker, session id)."""
-    broker = _broker(request)
-    session_id = request.path_params["sid"]
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
-    try:
-        claims: Claims = verify_token(broker.config.secret or "", token.strip(), role="agent")
-    except BrokerError as exc:
-        raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
-    if not valid_session_id(session_id):
-        raise invalid("the session id must be 1-128 characters of [A-Za-z0-9._:-]")
-    if not claims.allows(session_id):
-        raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {session_id}")
-    if broker.shutting_down.is_set():
-        raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
-    return broker, session_id
+def match(path: str) -> tuple[str, str | None] | None:
+    """``(sid, None)`` for ``/v1/sessions/{sid}/questionnaire``, ``(sid, qid)`` for
+    ``/v1/sessions/{sid}/questionnaires/{qid}``, None for any other path (one segment each,
+    as Starlette's ``{name}`` matches)."""
+    if not path.startswith(_PREFIX):
+        return None
+    parts = path[len(_PREFIX) :].split("/")
+    if len(parts) == 2 and parts[1] == "questionnaire" and parts[0]:
+        return parts[0], None
+    if len(parts) == 3 and parts[1] == "questionnaires" and parts[0] and parts[2]:
+        return parts[0], parts[2]
+    return None
 
 
-def _query(request: Request, allowed: frozenset[str]) -> None:
-    """Refuse unknown or repeated query parameters, as unknown keys are refused everywhere
-    else: a typo such as ``?wiat=5`` must not silently become the default 30 s wait."""
-    names = request.query_params.keys()
-    unknown = sorted(set(names) - allowed)
-    if unknown:
-        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
-        raise invalid(f"unknown query parameter(s) {shown}; this call takes {', '.join(sorted(allowed)) or 'none'}")
-    repeated = sorted(name for name in allowed if len(request.query_params.getlist(name)) > 1)
-    if repeated:
-        raise invalid(f"query parameter {repeated[0]!r} is given more than once")
+class _ClientGone(Exception):
+    """The agent hung up before its request body arrived: there is nobody to answer."""
 
+
+class AgentAPI:
+    """The ASGI endpoint for the paths ``match`` accepts."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, sid: str, qid: str | None) -> None:
+        method: str = scope["method"]
+        allowed, allow = (_START_METHODS, _START_ALLOW) if qid is None else (_ITEM_METHODS, _ITEM_ALLOW)
+        extra: list[tuple[bytes, bytes]] = []
+        try:
+            if method not in allowed:
+                # Any other method, even one nobody serves: a JSON refusal with the right
+                # ``Allow`` (the web client's static files would say "GET, HEAD" in plain text).
+                status = 405
+                body = _error_body(
+                    "method_not_allowed", f"questionnaire: {method} is not allowed on this path; use {allow}"
+                )
+                extra.append((b"allow", allow.encode()))
+            else:
+                status, result = await self._handle(scope, receive, method, sid, qid)
+                body = orjson.dumps(result)
+        except BrokerError as exc:
+            self.broker.metrics.errors.labels(exc.code).inc()
+            status, body = exc.http_status, _error_body(exc.code, exc.message)
+        except StoreUnavailable:
+            log.warning("store unavailable", extra={"path": scope["path"]})
+            self.broker.metrics.errors.labels("store_unavailable").inc()
+            status = 503
+            body = _error_body("store_unavailable", "questionnaire: the state store is unavailable; retry shortly")
+        except _ClientGone:
+            return
+        except Exception:  # a bug: answer 500 (as Starlette's ServerErrorMiddleware would) and log it
+            log.exception("agent API call failed", extra={"path": scope["path"], "method": method})
+            status = 500
+            body = _error_body("internal_error", "questionnaire: the broker failed on this call; see its log")
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra],
+            }
+        )
+        await send({"type": "http.response.body", "body": body})
+
+    async def _handle(
+        self, scope: Scope, receive: Receive, method: str, sid: str, qid: str | None
+    ) -> tuple[int, dict[str, Any]]:
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        broker = self._authorize(_header(headers, b"authorization"), sid)
+        query = _query(scope["query_string"])
+        if qid is None:  # POST .../questionnaire: start or resume
+            wait = _wait(query)
+            tool_input = _tool_input(await _body(receive, _header(headers, b"content-length")))
+            if isinstance(tool_input, StartInput):
+                key = _header(headers, b"idempotency-key")
+                if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
+                    raise invalid(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
+                return await broker.start_questionnaire(sid, tool_input.questions, key, wait)
+            assert isinstance(tool_input, ResumeInput)
+            return await broker.resume(sid, tool_input, wait)
+        if method == "DELETE":
+            _only(query, _NO_QUERY)
+            return await broker.abort(sid, qid)
+        return await broker.wait_for_outcome(sid, qid, _wait(query))
+
+    def _authorize(self, header: str | None, session_id: str) -> Broker:
+        """Check the bearer token against the path's session."""
+        broker = self.broker
+        scheme, _, token = (header or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
+        try:
+            claims: Claims = verify_token(broker.config.secret or "", token.strip(), role="agent")
+        except BrokerError as exc:
+            raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
+        if not valid_session_id(session_id):
+            raise invalid("the session id must be 1-128 characters of [A-Za-z0-9._:-]")
+        if not claims.allows(session_id):
+            raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {session_id}")
+        if broker.shutting_down.is_set():
+            raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
+        return broker
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return orjson.dumps({"error": {"code": code, "message": message}})
+
+
+def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
+    """The first value of header ``name`` (ASGI names are lower-case), as Starlette reads it."""
+    for key, value in headers:
+        if key == name:
+            return value.decode("latin-1")
+    return None
+
+
+# --- the query string ---------------------------------------------------------------------
 
 _NUMBER: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?", re.ASCII)
 _WAIT_ONLY: Final = frozenset({"wait"})
 _NO_QUERY: Final = frozenset[str]()
 
 
-def _wait(request: Request) -> float:
-    _query(request, _WAIT_ONLY)
-    raw = request.query_params.get("wait")
-    if raw is None:
+def _query(raw: bytes) -> list[tuple[str, str]]:
+    """(name, value) pairs, as Starlette reads them (latin-1, then percent-decoding as UTF-8)."""
+    if not raw:
+        return []
+    text = raw.decode("latin-1")
+    if "&" in text or "%" in text or "+" in text:
+        return parse_qsl(text, keep_blank_values=True)
+    name, _, value = text.partition("=")  # the usual "wait=30": what parse_qsl gives, at a fifth of its cost
+    return [(name, value)]
+
+
+def _only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
+    """Refuse unknown or repeated query parameters, as unknown keys are refused everywhere
+    else: a typo such as ``?wiat=5`` must not silently become the default 30 s wait."""
+    names = [name for name, _ in query]
+    unknown = sorted(set(names) - allowed)
+    if unknown:
+        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise invalid(f"unknown query parameter(s) {shown}; this call takes {', '.join(sorted(allowed)) or 'none'}")
+    repeated = sorted(name for name in allowed if names.count(name) > 1)
+    if repeated:
+        raise invalid(f"query parameter {repeated[0]!r} is given more than once")
+
+
+def _wait(query: list[tuple[str, str]]) -> float:
+    if not query:
         return DEFAULT_WAIT
+    _only(query, _WAIT_ONLY)
+    raw = query[0][1]  # the one parameter, and it is "wait"
     # A plain number ("30", "0.5", "1e-3"): float() alone would also take " 5", "1_0",
     # "+5" and non-ASCII digits, none of which is a number in the API's documented sense.
     if not _NUMBER.fullmatch(raw):
@@ -90,104 +199,39 @@ def _wait(request: Request) -> float:
     return wait
 
 
-async def _json_body(request: Request) -> Any:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdigit() and int(length) > MAX_BODY_BYTES:
+# --- the body -------------------------------------------------------------------------------
+
+_UTF8_BOM: Final = b"\xef\xbb\xbf"
+
+
+async def _body(receive: Receive, length: str | None) -> bytes:
+    if length is not None and length.isdecimal() and int(length) > MAX_BODY_BYTES:
         raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 2 MiB")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > MAX_BODY_BYTES:
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":  # http.disconnect
+            raise _ClientGone
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
             raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 2 MiB")
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+def _tool_input(body: bytes) -> StartInput | ResumeInput:
+    # orjson takes UTF-8 only, as RFC 8259 asks of JSON between systems; a UTF-8 byte order
+    # mark, which the RFC lets a parser ignore, is ignored as the stdlib parser did.
+    if body.startswith(_UTF8_BOM):
+        body = body[len(_UTF8_BOM) :]
     try:
-        return json.loads(body)
-    except (ValueError, UnicodeDecodeError, RecursionError):  # RecursionError: '[[[[...' nested too deep
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:  # also: invalid UTF-8, lone surrogates, NaN, nesting over 1024
         raise invalid("the request body must be a JSON object (the tool input)") from None
-
-
-def _respond(result: tuple[int, dict[str, Any]]) -> JSONResponse:
-    status, body = result
-    return JSONResponse(body, status_code=status)
-
-
-async def _guarded(request: Request, handler: Callable[[Request], Awaitable[Response]]) -> Response:
     try:
-        return await handler(request)
-    except BrokerError as exc:
-        _broker(request).metrics.errors.labels(exc.code).inc()
-        return error_response(exc)
-    except StoreUnavailable:
-        log.warning("store unavailable", extra={"path": request.url.path})
-        _broker(request).metrics.errors.labels("store_unavailable").inc()
-        return error_response(
-            BrokerError("store_unavailable", "questionnaire: the state store is unavailable; retry shortly")
-        )
-
-
-async def post_questionnaire(request: Request) -> Response:
-    async def handle(request: Request) -> Response:
-        broker, session_id = _authorize(request)
-        wait = _wait(request)
-        tool_input = parse_tool_input(await _json_body(request))
-        if isinstance(tool_input, StartInput):
-            key = request.headers.get("idempotency-key")
-            if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
-                raise invalid(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
-            return _respond(await broker.start_questionnaire(session_id, tool_input.questions, key, wait))
-        assert isinstance(tool_input, ResumeInput)
-        return _respond(await broker.resume(session_id, tool_input, wait))
-
-    return await _guarded(request, handle)
-
-
-async def get_questionnaire(request: Request) -> Response:
-    async def handle(request: Request) -> Response:
-        broker, session_id = _authorize(request)
-        wait = _wait(request)
-        return _respond(await broker.wait_for_outcome(session_id, request.path_params["qid"], wait))
-
-    return await _guarded(request, handle)
-
-
-async def delete_questionnaire(request: Request) -> Response:
-    async def handle(request: Request) -> Response:
-        broker, session_id = _authorize(request)
-        _query(request, _NO_QUERY)
-        return _respond(await broker.abort(session_id, request.path_params["qid"]))
-
-    return await _guarded(request, handle)
-
-
-def _method_not_allowed(allow: str) -> Callable[[Request], Awaitable[Response]]:
-    """405 with the right ``Allow`` header and an error body like every other refusal.
-
-    Without these routes a wrong method on an API path would fall through to the web
-    client's static mount at ``/``, which answers 405 ``Allow: GET, HEAD``: wrong here.
-    """
-
-    async def endpoint(request: Request) -> Response:
-        message = f"questionnaire: {request.method} is not allowed on this path; use {allow}"
-        return JSONResponse(
-            {"error": {"code": "method_not_allowed", "message": message}}, status_code=405, headers={"Allow": allow}
-        )
-
-    return endpoint
-
-
-_OTHER_METHODS = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "TRACE"]
-
-routes = [
-    Route("/v1/sessions/{sid}/questionnaire", post_questionnaire, methods=["POST"]),
-    Route("/v1/sessions/{sid}/questionnaires/{qid}", get_questionnaire, methods=["GET"]),
-    Route("/v1/sessions/{sid}/questionnaires/{qid}", delete_questionnaire, methods=["DELETE"]),
-    Route(
-        "/v1/sessions/{sid}/questionnaire",
-        _method_not_allowed("POST"),
-        methods=[m for m in _OTHER_METHODS if m != "POST"],
-    ),
-    Route(
-        "/v1/sessions/{sid}/questionnaires/{qid}",
-        _method_not_allowed("GET, HEAD, DELETE"),  # Starlette serves HEAD wherever it serves GET
-        methods=[m for m in _OTHER_METHODS if m not in ("GET", "HEAD", "DELETE")],
-    ),
-]
+        return parse_tool_input(value)
+    except RecursionError:  # a value nested ~1000 deep can exhaust the stack in the checks
+        raise invalid("the request body is nested too deeply") from None

@@ -441,3 +441,126 @@ def test_error_bodies_are_json(deployment: Deployment) -> None:
     )
     error(response, 401, "unauthorized")
     assert response.headers["content-type"].startswith("application/json")
+
+
+# --- the HTTP surface: methods, headers, bodies that are not plain JSON ---------------------
+
+
+def _is_json_with_its_length(response: httpx.Response) -> None:
+    assert response.headers["content-type"] == "application/json", response.headers
+    assert int(response.headers["content-length"]) == len(response.content)
+
+
+async def test_agent_api_responses_are_json_with_a_content_length(agent: Agent) -> None:
+    started = await agent.start(single(), wait=0)
+    pending(started)
+    qid = started.json()["questionnaireId"]
+    responses = [
+        started,
+        await agent.get(qid, wait=0),
+        await agent.delete(qid),  # 200
+        await agent.get("no-such-questionnaire", wait=0),  # 404
+        await agent.post("{not json"),  # 400
+    ]
+    assert [r.status_code for r in responses] == [202, 202, 200, 404, 400]
+    for response in responses:
+        _is_json_with_its_length(response)
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "allow"),
+    [
+        ("questionnaire", "GET", "POST"),
+        ("questionnaire", "HEAD", "POST"),
+        ("questionnaire", "PUT", "POST"),
+        ("questionnaire", "DELETE", "POST"),
+        ("questionnaire", "PATCH", "POST"),
+        ("questionnaire", "OPTIONS", "POST"),
+        ("questionnaire", "PROPFIND", "POST"),
+        ("questionnaires/q1", "POST", "GET, HEAD, DELETE"),
+        ("questionnaires/q1", "PUT", "GET, HEAD, DELETE"),
+        ("questionnaires/q1", "PATCH", "GET, HEAD, DELETE"),
+        ("questionnaires/q1", "OPTIONS", "GET, HEAD, DELETE"),
+        ("questionnaires/q1", "TRACE", "GET, HEAD, DELETE"),
+        ("questionnaires/q1", "PROPFIND", "GET, HEAD, DELETE"),
+    ],
+)
+async def test_a_wrong_method_is_405_naming_the_right_ones(agent: Agent, path: str, method: str, allow: str) -> None:
+    url = f"{agent.base_url}/v1/sessions/{agent.sid}/{path}"
+    response = await agent.http.request(method, url, headers=agent.headers())
+    assert response.status_code == 405
+    assert response.headers["allow"] == allow
+    if method != "HEAD":
+        message = error(response, 405, "method_not_allowed")
+        assert method in message and allow in message
+        _is_json_with_its_length(response)
+
+
+async def test_head_on_a_questionnaire_is_its_get_without_a_body(agent: Agent) -> None:
+    qid = (await agent.start_pending(single()))["questionnaireId"]
+    url = f"{agent.base_url}/v1/sessions/{agent.sid}/questionnaires/{qid}"
+    head = await agent.http.head(url, params={"wait": "0"}, headers=agent.headers())
+    get = await agent.get(qid, wait=0)
+    assert head.status_code == get.status_code == 202
+    assert head.content == b""
+    assert head.headers["content-type"] == "application/json"
+    assert head.headers["content-length"] == get.headers["content-length"]
+    tool_result(await agent.delete(qid))
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "/v1/sessions/s/questionnaire/",
+        "/v1/sessions//questionnaire",
+        "/v1/sessions/s/questionnaires",
+        "/v1/sessions/s/questionnaires/q/",
+        "/v1/sessions/s/questionnaires/q/more",
+        "/v1/sessions/s/x/questionnaire",
+    ],
+)
+async def test_paths_beside_the_agent_api_are_not_found(deployment: Deployment, path: str) -> None:
+    async with httpx.AsyncClient() as http:
+        response = await http.post(
+            f"{deployment.agent_url}{path}", headers={"Authorization": f"Bearer {token('s', 'agent')}"}
+        )
+        assert response.status_code in (404, 405), response.text
+        response = await http.get(f"{deployment.agent_url}{path}")
+        assert response.status_code == 404, response.text
+
+
+NOT_PLAIN_JSON: dict[str, bytes] = {
+    # The stdlib parser took each of these; none is JSON an agent should be sending.
+    "lone surrogate escape in a prompt": json.dumps(start_body(single(prompt="bad \ud800 text"))).encode(),
+    "lone surrogate escape in a resume": json.dumps(
+        {"action": "resume", "questionnaireId": "x", "revision": 1, "clarificationResponse": "\udc00"}
+    ).encode(),
+    "NaN": json.dumps({**start_body(multi()), "questions": [{**multi(), "maxSelections": float("nan")}]}).encode(),
+    "Infinity": json.dumps({"action": "start", "questions": [{**multi(), "maxSelections": float("inf")}]}).encode(),
+    "UTF-16": json.dumps(start_body(single())).encode("utf-16"),
+    "invalid UTF-8": b'{"action":"start","questions":[{"id":"\xff"}]}',
+    "nested 1020 deep": b'{"action":"start","questions":' + b"[" * 1020 + b"]" * 1020 + b"}",
+    # The refusal shows the bad value: showing 1000 levels must not exhaust the stack.
+    "question type nested 1000 deep": json.dumps(start_body(single()))
+    .encode()
+    .replace(b'"single"', b"[" * 1000 + b"]" * 1000),
+    "question type nested 1020 deep": json.dumps(start_body(single()))
+    .encode()
+    .replace(b'"single"', b"[" * 1020 + b"]" * 1020),
+    "nested past the parser's limit": b'{"action":"start","questions":' + b"[" * 5000 + b"]" * 5000 + b"}",
+}
+
+
+@pytest.mark.parametrize("raw", list(NOT_PLAIN_JSON.values()), ids=list(NOT_PLAIN_JSON))
+async def test_a_body_that_is_not_plain_json_is_400_and_starts_nothing(agent: Agent, raw: bytes) -> None:
+    error(await agent.post(raw, wait=0), 400, "invalid_arguments")
+
+
+async def test_an_integer_beyond_64_bits_is_not_a_revision(agent: Agent) -> None:
+    body = b'{"action":"resume","questionnaireId":"x","revision":18446744073709551616,"clarificationResponse":"r"}'
+    assert "revision" in error(await agent.post(body, wait=0), 400, "invalid_arguments")
+
+
+async def test_a_utf8_byte_order_mark_before_the_body_is_ignored(agent: Agent) -> None:
+    qid = pending(await agent.post(b"\xef\xbb\xbf" + json.dumps(start_body(single())).encode()))["questionnaireId"]
+    tool_result(await agent.delete(qid))

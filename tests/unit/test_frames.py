@@ -22,6 +22,7 @@ from broker.frames import (
     codec_for,
     decode,
     encode,
+    encode_bytes,
     error,
     frame_type,
     idle,
@@ -133,6 +134,75 @@ def test_decode_of_arbitrary_input_returns_a_value_or_a_bad_frame(data: Any, cod
         decode(data, codec)
     except BrokerError as exc:
         assert exc.code == "bad_frame"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        pytest.param('{"type":"ping","ref":NaN}', id="NaN"),
+        pytest.param('{"type":"ping","ref":Infinity}', id="Infinity"),
+        pytest.param('{"type":"ping","ref":-Infinity}', id="-Infinity"),
+        pytest.param('{"type":"ping","ref":1e400}', id="number beyond a double"),
+        pytest.param('{"type":"ping","ref":"\\ud800"}', id="lone high surrogate escape"),
+        pytest.param('{"type":"ping","ref":"\\udc00"}', id="lone low surrogate escape"),
+        pytest.param('{"type":"ping","ref":"\ud800"}', id="lone surrogate character"),
+        pytest.param("\ufeff{}", id="byte order mark"),
+        pytest.param('{"type":"ping","ref":"a\x01"}', id="raw control character"),
+        pytest.param("[" * 1025 + "]" * 1025, id="nested 1025 deep"),
+    ],
+)
+def test_what_is_not_json_is_a_bad_frame(text: str) -> None:
+    # Non-standard JSON the stdlib parser took (NaN, lone surrogates): the broker could not
+    # have sent a lone surrogate on to anyone (UTF-8 cannot carry it), so it is refused here.
+    with pytest.raises(BrokerError) as info:
+        decode(text, "json")
+    assert info.value.code == "bad_frame"
+    assert info.value.message.startswith("frame is not valid json")
+
+
+def test_a_surrogate_pair_escape_is_one_character() -> None:
+    assert decode('{"other":"\\ud83d\\ude00"}', "json") == {"other": "\U0001f600"}
+
+
+def test_a_repeated_key_keeps_its_last_value() -> None:
+    assert decode('{"type":"nope","type":"ping"}', "json") == {"type": "ping"}
+
+
+@pytest.mark.parametrize("number", [2**64, -(2**63) - 1, 10**30])
+def test_an_integer_beyond_64_bits_is_no_integer_to_the_parser(number: int) -> None:
+    # Read as a float, so refused wherever the protocol wants an integer (step, ref).
+    value = decode(f'{{"type":"cancel","questionnaireId":"q","step":{number}}}', "json")
+    assert "'step' must be a int" in bad_frame(value).message
+    assert "'ref' must be" in bad_frame(decode(f'{{"type":"ping","ref":{number}}}', "json")).message
+
+
+def test_integers_within_64_bits_stay_exact() -> None:
+    for number in (2**64 - 1, -(2**63), 2**53 + 1):
+        assert decode(f'{{"ref":{number}}}', "json") == {"ref": number}
+        assert encode({"type": "error", "ref": number}, "json") == f'{{"type":"error","ref":{number}}}'
+
+
+@pytest.mark.parametrize("codec", ["json", "msgpack"])
+@pytest.mark.parametrize("depth", [900, 990, 1000, 1020])
+def test_a_deeply_nested_frame_type_is_a_bad_frame_not_a_crash(codec: Any, depth: int) -> None:
+    # Both decoders take ~1000 levels; showing such a value in the error must not recurse.
+    data: str | bytes = (
+        '{"type":' + "[" * depth + "null" + "]" * depth + "}"
+        if codec == "json"
+        else msgpack.packb({"type": None})[:-1] + b"\x91" * depth + b"\xc0"
+    )
+    try:
+        value = decode(data, codec)
+    except BrokerError as exc:  # past the decoder's own limit
+        assert exc.code == "bad_frame"
+        return
+    assert "unknown frame type" in bad_frame(value).message
+
+
+def test_encode_bytes_is_the_payload_of_the_websocket_message() -> None:
+    assert encode_bytes(FRAME, "json") == encode(FRAME, "json").encode()  # type: ignore[union-attr]
+    assert encode_bytes(FRAME, "msgpack") == encode(FRAME, "msgpack")
+    assert decode(encode_bytes(FRAME, "json").decode(), "json") == FRAME
 
 
 # --- client frames: the accepted side -----------------------------------------------
