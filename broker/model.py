@@ -87,9 +87,7 @@ class Question:
             label=wire["label"],
             prompt=wire["prompt"],
             type=wire["type"],
-            options=tuple(
-                Option(o["id"], o["label"], o.get("description")) for o in wire["options"]
-            ),
+            options=tuple(Option(o["id"], o["label"], o.get("description")) for o in wire["options"]),
             allow_other=wire["allowOther"],
             min_selections=wire.get("minSelections", 0),
             max_selections=wire.get("maxSelections"),
@@ -138,9 +136,7 @@ def _parse_resume(payload: Mapping[str, Any]) -> ResumeInput:
     revision = payload.get("revision")
     if not isinstance(revision, int) or isinstance(revision, bool) or revision < 1:
         raise invalid(f'resume "revision" must be an integer >= 1, got {_show(revision)}')
-    response = _text(
-        payload.get("clarificationResponse"), "clarificationResponse", MAX_CLARIFICATION, where="resume"
-    )
+    response = _text(payload.get("clarificationResponse"), "clarificationResponse", MAX_CLARIFICATION, where="resume")
     return ResumeInput(questionnaire_id, revision, response)
 
 
@@ -190,13 +186,9 @@ def _parse_question(raw: Any, position: int) -> Question:
     if max_sel is not None and (not _is_int(max_sel) or max_sel < 1):
         raise invalid(f'{where}: "maxSelections" must be an integer >= 1, got {_show(max_sel)}')
     if min_sel > ceiling:
-        raise invalid(
-            f'{where}: "minSelections" ({min_sel}) is more than the {ceiling} possible choices'
-        )
+        raise invalid(f'{where}: "minSelections" ({min_sel}) is more than the {ceiling} possible choices')
     if max_sel is not None and max_sel > ceiling:
-        raise invalid(
-            f'{where}: "maxSelections" ({max_sel}) is more than the {ceiling} possible choices'
-        )
+        raise invalid(f'{where}: "maxSelections" ({max_sel}) is more than the {ceiling} possible choices')
     if max_sel is not None and min_sel > max_sel:
         raise invalid(f'{where}: "minSelections" ({min_sel}) is above "maxSelections" ({max_sel})')
     return Question(qid, label, prompt, "multi", options, allow_other, min_sel, max_sel)
@@ -246,9 +238,9 @@ def _optional_text(value: Any, name: str, limit: int, where: str) -> str | None:
     return _text(value, name, limit, where=where)
 
 
-def _reject_unknown_keys(
-    raw: Mapping[str, Any], allowed: frozenset[str], where: str, hint: str = ""
-) -> None:
+def _reject_unknown_keys(raw: Mapping[str, Any], allowed: frozenset[str], where: str, hint: str = "") -> None:
+    if raw.keys() <= allowed:
+        return  # the common case, without building a list
     unknown = sorted(str(key) for key in raw if key not in allowed)
     if unknown:
         names = ", ".join(f'"{key}"' for key in unknown)
@@ -261,5 +253,8 @@ def _is_int(value: Any) -> bool:
 
 
 def _show(value: Any) -> str:
-    text = repr(value)
+    try:
+        text = repr(value)
+    except RecursionError:  # a value nested ~1000 levels deep
+        text = f"<a deeply nested {type(value).__name__}>"
     return text if len(text) <= 40 else text[:37] + "..."

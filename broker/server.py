@@ -74,6 +74,7 @@ def run(args: argparse.Namespace) -> int:
         port=config.port,
         log_config=None,
         access_log=False,
+        proxy_headers=False,  # nothing reads the client address: skip the per-request rewrite
         ws=protocol_for(app.state.broker),  # serves the client websocket itself (broker/ws.py)
         ws_max_size=config.max_frame_bytes,
         ws_ping_interval=20.0,

@@ -29,6 +29,7 @@ from typing import Any
 
 import httpx
 import msgpack
+import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
@@ -453,7 +454,7 @@ class Bot:
     async def send(self, frame: dict[str, Any]) -> None:
         assert self.ws is not None
         data: str | bytes = (
-            json.dumps(frame, ensure_ascii=False) if self.codec == "json" else msgpack.packb(frame, use_bin_type=True)
+            orjson.dumps(frame).decode() if self.codec == "json" else msgpack.packb(frame, use_bin_type=True)
         )
         await self.ws.send(data)
         self.stats.count("frames_out")
@@ -468,7 +469,7 @@ class Bot:
             if not isinstance(raw, str):
                 self.session.mismatch("a binary frame on the json subprotocol")
                 return {}
-            frame = json.loads(raw)
+            frame = orjson.loads(raw)
         else:
             if not isinstance(raw, bytes):
                 self.session.mismatch("a text frame on the msgpack subprotocol")

@@ -492,3 +492,13 @@ def test_duplicate_question_ids_after_trimming_name_the_trimmed_id() -> None:
 def test_duplicate_option_ids_after_trimming_name_the_trimmed_id() -> None:
     message = rejection(start_payload(single("q", ("x ", " x"))))
     assert message == 'questionnaire: question "q": option id "x" is used twice; option ids must be unique'
+
+
+def test_a_deeply_nested_value_is_refused_with_a_message_not_a_crash() -> None:
+    nested: list[object] = []
+    for _ in range(100_000):
+        nested = [nested]
+    with pytest.raises(BrokerError) as refused:
+        parse_tool_input({"action": nested})
+    assert refused.value.code == "invalid_arguments"
+    assert "deeply nested list" in refused.value.message
