@@ -52,6 +52,7 @@ class _Server(uvicorn.Server):
 
 def run(args: argparse.Namespace) -> int:
     from broker.app import create_app
+    from broker.http_protocol import CoalescingHttpProtocol
     from broker.ws import protocol_for
 
     config = Config.from_env(
@@ -75,6 +76,7 @@ def run(args: argparse.Namespace) -> int:
         log_config=None,
         access_log=False,
         proxy_headers=False,  # nothing reads the client address: skip the per-request rewrite
+        http=CoalescingHttpProtocol,  # a response in one write, not two (broker/http_protocol.py)
         ws=protocol_for(app.state.broker),  # serves the client websocket itself (broker/ws.py)
         ws_max_size=config.max_frame_bytes,
         ws_ping_interval=20.0,
