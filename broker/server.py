@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import logging
 import sys
 from typing import Any
@@ -87,9 +88,22 @@ def run(args: argparse.Namespace) -> int:
     server = _Server(uv_config)
     server.broker = app.state.broker
     _banner(config, generated)
+    tune_gc()
     with contextlib.suppress(KeyboardInterrupt):
         server.run()  # uvicorn picks uvloop when installed (asyncio.run would not)
     return 0 if server.started or not server.should_exit else 1
+
+
+def tune_gc() -> None:
+    """Run the cyclic garbage collector less often: under load its passes cost the broker
+    about a fifth of its CPU. Nearly everything a frame or a request allocates is acyclic
+    and freed by reference counting; the collector's work is walking the long-lived heap
+    (stored questionnaires, connections) looking for cycles that are rarely there. What
+    startup built is frozen out of those walks for good; young objects are examined every
+    50,000 allocations instead of 700, the whole heap every ~10 million."""
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 10)
 
 
 def _banner(config: Config, generated: bool) -> None:
