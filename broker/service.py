@@ -6,10 +6,17 @@ race, which re-runs the transition against the newer state), and lets every inte
 connection know.
 
 Cross-process convergence: each process keeps a ``SessionHub`` per session it serves
-(connected clients, waiting agent calls). The store publishes a notice after every write;
-a hub that hears one re-reads the session and pushes what changed. Because a notice only
-says "look again", a missed one costs nothing but time: hubs also re-read on a periodic
-reconciliation tick and after the notification channel reconnects.
+(connected clients, waiting agent calls). The store numbers a session's writes and
+publishes a notice after each one, with the written state. A hub knows which write its
+clients' view is as of, so a notice of the next write can be applied as it stands, without
+reading the store; a notice it cannot apply (a gap in the numbers, a state too large to
+carry, a publisher that did not say) makes it re-read the session. A waiting agent call
+wakes only for what can end its wait: an outcome (carried in the notice, so it need not
+read either), shutdown, a client leaving, the time to check who is there. A missed notice
+costs nothing but time: on a periodic reconciliation tick, hubs compare their write numbers
+with the store's (one round trip for all of them): clients' views behind it re-read, and
+waiting agent calls of a session with writes not heard of look again; after the
+notification channel reconnects, everything is re-read.
 """
 
 from __future__ import annotations
@@ -19,7 +26,7 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -30,7 +37,7 @@ from broker.frames import Codec
 from broker.machine import Command, Questionnaire
 from broker.metrics import Metrics
 from broker.model import Question, ResumeInput
-from broker.store.base import Notice, Store, StoreUnavailable
+from broker.store.base import Head, Notice, Store, StoreUnavailable, Written
 
 log = logging.getLogger("qbroker.service")
 
@@ -59,17 +66,33 @@ class Encoded:
 
     def __init__(self, frame: dict[str, Any]) -> None:
         self.frame = frame
-        self._json: str | bytes | None = None
-        self._msgpack: str | bytes | None = None
+        self._json: bytes | None = None
+        self._msgpack: bytes | None = None
 
-    def data(self, codec: Codec) -> str | bytes:
+    def data(self, codec: Codec) -> bytes:
+        """The websocket payload: UTF-8 JSON (sent as a text frame) or msgpack."""
         if codec == "json":
             if self._json is None:
-                self._json = frames.encode(self.frame, "json")
+                self._json = frames.encode_bytes(self.frame, "json")
             return self._json
         if self._msgpack is None:
-            self._msgpack = frames.encode(self.frame, "msgpack")
+            self._msgpack = frames.encode_bytes(self.frame, "msgpack")
         return self._msgpack
+
+
+class Wake:
+    """One round of waiting for the agent calls of a session, set by ``SessionHub.poke``.
+
+    A poke sets the current round and starts the next (``next``), so a waiter that took a
+    round before reading the store misses nothing after that read: it follows the chain.
+    """
+
+    __slots__ = ("event", "outcome", "next")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.outcome: Questionnaire | None = None  # the outcome written; None: read the store again
+        self.next: Wake | None = None
 
 
 @dataclass
@@ -86,10 +109,16 @@ class SessionHub:
     # is a cache: commands start from it and compare-and-set on its version, so the
     # common case costs one store round trip; a lost race re-reads the store.
     shown: Questionnaire | None = None
-    subscribed: bool = False
+    # The session's write number ``shown`` is as of (None: not known). Kept exact: a
+    # notice of the next write applies without a read, any other re-reads.
+    seq: int | None = None
+    heard: int = 0  # the highest write number of the notices heard
+    counted: int | None = None  # the session's write count at the last reconciliation
+    subscribed: bool = False  # registered with the store (it may not have confirmed yet)
+    confirmed: bool = False  # the store confirmed the subscription
     idle_since: float | None = None  # monotonic time it lost its last client/waiter
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    changed: asyncio.Event = field(default_factory=asyncio.Event)
+    wake: Wake = field(default_factory=Wake)
 
     @property
     def shown_id(self) -> str | None:
@@ -99,17 +128,38 @@ class SessionHub:
     def interested(self) -> bool:
         return bool(self.clients) or self.waiters > 0 or self.joining > 0
 
-    def poke(self) -> None:
-        """Wake every waiting agent call: something in this session changed."""
+    def poke(self, outcome: Questionnaire | None = None) -> None:
+        """Wake the waiting agent calls: with ``outcome``, the ones waiting for that
+        questionnaire get it; without, every one reads the store again."""
         if self.waiters == 0:
-            return  # nobody holds the event: no need for a fresh one
-        event, self.changed = self.changed, asyncio.Event()
-        event.set()
+            return  # nobody holds the round: no need for a fresh one
+        wake = self.wake
+        wake.next = self.wake = Wake()
+        wake.outcome = outcome
+        wake.event.set()
 
     def broadcast(self, frame: dict[str, Any]) -> None:
         encoded = Encoded(frame)
         for connection in list(self.clients.values()):
             connection.deliver(encoded)
+
+
+async def _watch(wake: Wake, questionnaire_id: str, version: int, until: float) -> Questionnaire | None:
+    """Follow the pokes from ``wake`` until one brings an outcome of ``questionnaire_id``
+    newer than ``version`` (returned), or asks for a fresh look, or the loop's clock
+    reaches ``until`` (None for both: read the store)."""
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout_at(until):  # cheaper than wait_for: no extra task
+            while True:
+                await wake.event.wait()
+                outcome = wake.outcome
+                if outcome is None:
+                    return None
+                if outcome.id == questionnaire_id and outcome.version > version:
+                    return outcome
+                assert wake.next is not None  # a poke sets a round only after chaining the next
+                wake = wake.next
+    return None
 
 
 class Broker:
@@ -155,29 +205,34 @@ class Broker:
     async def start_questionnaire(
         self, session_id: str, questions: tuple[Question, ...], idempotency_key: str | None, wait: float
     ) -> tuple[int, dict[str, Any]]:
-        now = self.clock()
-        fresh = machine.start(str(uuid.uuid4()), session_id, questions, now)
-        stored = await self.store.create(fresh, idempotency_key)
-        if stored.id == fresh.id:
-            self.metrics.started.inc()
-            log.info(
-                "questionnaire started",
-                extra={"session": session_id, "questionnaire": stored.id, "questions": len(questions)},
-            )
-        else:
-            log.info(
-                "idempotent start re-attached",
-                extra={"session": session_id, "questionnaire": stored.id},
-            )
-        return await self.wait_for_outcome(session_id, stored.id, wait)
+        async def write() -> Questionnaire:
+            fresh = machine.start(str(uuid.uuid4()), session_id, questions, self.clock())
+            stored = await self.store.create(fresh, idempotency_key)
+            if stored.id == fresh.id:
+                self.metrics.started.inc()
+                log.info(
+                    "questionnaire started",
+                    extra={"session": session_id, "questionnaire": stored.id, "questions": len(questions)},
+                )
+            else:
+                log.info(
+                    "idempotent start re-attached",
+                    extra={"session": session_id, "questionnaire": stored.id},
+                )
+            return stored
+
+        return await self._write_and_wait(session_id, write, wait)
 
     async def resume(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
-        state = await self.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
-        log.info(
-            "questionnaire resumed",
-            extra={"session": session_id, "questionnaire": state.id, "revision": state.revision},
-        )
-        return await self.wait_for_outcome(session_id, state.id, wait)
+        async def write() -> Questionnaire:
+            state = await self.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
+            log.info(
+                "questionnaire resumed",
+                extra={"session": session_id, "questionnaire": state.id, "revision": state.revision},
+            )
+            return state
+
+        return await self._write_and_wait(session_id, write, wait)
 
     async def abort(self, session_id: str, questionnaire_id: str) -> tuple[int, dict[str, Any]]:
         try:
@@ -197,33 +252,65 @@ class Broker:
             # Inside the try: a subscription Redis never confirms raises StoreUnavailable
             # (a 503), and the waiter must not stay counted, or the hub would never go.
             await self._ensure_subscribed(hub)
-            deadline = time.monotonic() + wait
-            while True:
-                changed = hub.changed  # taken before the read, so no change slips between
-                state = await self._load(session_id, questionnaire_id)
-                if state.is_outcome:
-                    return 200, results.tool_result(state)
-                state, due_at = await self._enforce_availability(state)
-                if state.is_outcome:
-                    return 200, results.tool_result(state)
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self.shutting_down.is_set():
-                    return 202, results.pending(state)
-                timeout = min(remaining, self.config.reconcile_interval)
-                if due_at is not None:
-                    timeout = min(timeout, max(0.0, due_at - self.clock()) + 0.01)
-                with contextlib.suppress(TimeoutError):
-                    async with asyncio.timeout(timeout):  # cheaper than wait_for: no extra task
-                        await changed.wait()
+            return await self._wait(hub, questionnaire_id, wait, None, hub.wake)
         finally:
             hub.waiters -= 1
             await self._release(hub)
 
+    async def _write_and_wait(
+        self, session_id: str, write: Callable[[], Awaitable[Questionnaire]], wait: float
+    ) -> tuple[int, dict[str, Any]]:
+        """Subscribe, ``write``, then wait from the state written: no read in between, and
+        no outcome can slip by, as the round of waiting was taken before the write."""
+        hub = self._hub(session_id)
+        hub.waiters += 1
+        try:
+            await self._ensure_subscribed(hub)
+            wake = hub.wake
+            state = await write()
+            return await self._wait(hub, state.id, wait, state, wake)
+        finally:
+            hub.waiters -= 1
+            await self._release(hub)
+
+    async def _wait(
+        self, hub: SessionHub, questionnaire_id: str, wait: float, state: Questionnaire | None, wake: Wake
+    ) -> tuple[int, dict[str, Any]]:
+        """Wait for an outcome of ``questionnaire_id`` from ``state`` (None: read it first),
+        following the pokes from ``wake`` (taken before ``state`` was current)."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            if state is None:
+                wake = hub.wake  # taken before the read, so no change slips between
+                state = await self._load(hub.session_id, questionnaire_id)
+            if state.is_outcome:
+                return 200, results.tool_result(state)
+            state, due_at = await self._enforce_availability(state)
+            if state.is_outcome:
+                return 200, results.tool_result(state)
+            now = loop.time()
+            if deadline <= now or self.shutting_down.is_set():
+                return 202, results.pending(state)
+            # A missed notice is caught by the reconciliation, which pokes the waiters.
+            until = deadline
+            if due_at is not None:
+                until = min(until, now + max(0.0, due_at - self.clock()) + 0.01)
+            outcome = await _watch(wake, questionnaire_id, state.version, until)
+            # The write that decided it carried its state: no read. Else read the store.
+            state = outcome
+
     async def _enforce_availability(self, state: Questionnaire) -> tuple[Questionnaire, float | None]:
-        """Mark ``state`` unavailable if nobody is there; else say when to look again."""
+        """Mark ``state`` unavailable if nobody is there; else say when to look again (None:
+        only on a change: it is not in progress)."""
         if state.status != "in_progress":
             return state, None
         now = self.clock()
+        # Nothing can be due before this (availability.deadline is never earlier): until
+        # then, the presence is not worth a store round trip.
+        earliest = min(state.created_at + self.config.client_wait, state.updated_at + self.config.reconnect_grace)
+        if now < earliest:
+            return state, earliest
         presence = await self.store.presence(state.session_id, now)
         due = availability.deadline(
             state,
@@ -232,8 +319,10 @@ class Broker:
             client_wait=self.config.client_wait,
             reconnect_grace=self.config.reconnect_grace,
         )
-        if due is None or now < due.at:
-            return state, None if due is None else due.at
+        if due is None:  # someone is there; they may leave without a write telling us
+            return state, now + self.config.reconcile_interval
+        if now < due.at:
+            return state, due.at
         try:
             state = await self.update(state.session_id, state.id, machine.MarkUnavailable(due.reason))
             log.info(
@@ -276,6 +365,8 @@ class Broker:
         self.metrics.connections.dec()
         with contextlib.suppress(StoreUnavailable):
             await self.store.leave(connection.session_id, connection.client_id, self.clock())
+        if not hub.clients:
+            hub.poke()  # waiting agent calls recompute when nobody-is-there runs out
         await self._release(hub)
         log.info("client left", extra={"session": connection.session_id, "client": connection.client_id})
 
@@ -297,7 +388,7 @@ class Broker:
                     "stale_step",
                     f"questionnaire {command.questionnaire_id} is not the one being shown",
                 )
-            new = await self.update(session_id, command.questionnaire_id, command, known=known)
+            new, written = await self._update(session_id, command.questionnaire_id, command, known=known)
         except BrokerError as exc:
             self.metrics.errors.labels(exc.code).inc()
             connection.deliver(Encoded(frames.error(exc.code, exc.message, frame.ref)))
@@ -309,7 +400,7 @@ class Broker:
                 extra={"session": session_id, "client": connection.client_id, "code": exc.code},
             )
             return
-        await self.refresh(hub, hint=new)
+        await self._follow_write(hub, new, written)
 
     # --- state changes ---------------------------------------------------------------
 
@@ -321,6 +412,12 @@ class Broker:
         ``known`` (a recently seen state) saves the first load; if it is out of date the
         compare-and-set fails and the loop continues from the store's state.
         """
+        new, _ = await self._update(session_id, questionnaire_id, command, known)
+        return new
+
+    async def _update(
+        self, session_id: str, questionnaire_id: str, command: Command, known: Questionnaire | None = None
+    ) -> tuple[Questionnaire, Written]:
         for _ in range(MAX_CAS_ATTEMPTS):
             cached = known is not None
             state = known if known is not None else await self._load(session_id, questionnaire_id)
@@ -332,14 +429,14 @@ class Broker:
                     continue  # judge the command against the store's state, not a cache
                 raise
             with self.metrics.timed(self.metrics.commit_seconds):
-                written = await self.store.compare_and_set(new, state.version)
-            if written:
+                written = await self.store.commit(new, state.version)
+            if written is not None:
                 if new.is_outcome:
                     self.metrics.outcomes.labels(new.status, new.cancellation_reason or "").inc()
-                hub = self.hubs.get(session_id)
-                if hub is not None:
-                    hub.poke()
-                return new
+                    hub = self.hubs.get(session_id)
+                    if hub is not None:
+                        hub.poke(new)
+                return new, written
         raise BrokerError("conflict", f"questionnaire {questionnaire_id} is changing too fast; try again")
 
     async def _load(self, session_id: str, questionnaire_id: str) -> Questionnaire:
@@ -353,72 +450,125 @@ class Broker:
 
     # --- fan-out ---------------------------------------------------------------------
 
-    async def refresh(
-        self, hub: SessionHub, newcomer: Connection | None = None, hint: Questionnaire | None = None
-    ) -> None:
-        """Bring local clients up to date with the store, pushing only what they have not seen.
-
-        ``hint`` is a state this process just wrote or was notified of: when it is still the
-        shown questionnaire, it is shown without reading the store. ``newcomer`` (a client
-        that just said hello) gets the current view and joins the hub under the same lock,
-        so it sees every later change exactly once.
-        """
+    async def refresh(self, hub: SessionHub, newcomer: Connection | None = None) -> None:
+        """Bring local clients up to date by reading the store, pushing only what they have
+        not seen. ``newcomer`` (a client that just said hello) gets the current view and
+        joins the hub under the same lock, so it sees every later change exactly once."""
         if not hub.clients and not hub.joining and newcomer is None:
             return
         async with hub.lock:
             # Checked again under the lock: a client joining meanwhile has been added.
             if not hub.clients and newcomer is None:
                 return
-            previous = hub.shown
-            shown: Questionnaire | None
-            if hint is not None and previous is not None and hint.id == previous.id and not hint.is_terminal:
-                # A hint older than what is shown is a late notice: keep the newer state.
-                shown = previous if hint.version <= previous.version else hint
-            else:
-                shown = await self.store.shown(hub.session_id)
-            if hub.clients and not _same_view(previous, shown):
-                if previous is not None and (shown is None or shown.id != previous.id):
-                    ended = hint if hint is not None and hint.id == previous.id else None
-                    ended = ended or await self.store.load(hub.session_id, previous.id)
-                    if ended is not None and ended.is_terminal:
-                        hub.broadcast(frames.closed(ended))
-                hub.broadcast(frames.view(shown))
-            hub.shown = shown
+            await self._show(hub, await self.store.head(hub.session_id))
             if newcomer is not None:
-                newcomer.deliver(Encoded(frames.view(shown)))
+                newcomer.deliver(Encoded(frames.view(hub.shown)))
                 hub.clients[newcomer.client_id] = newcomer
+
+    async def _show(self, hub: SessionHub, head: Head, ended: Questionnaire | None = None) -> None:
+        """Make ``head`` the local clients' view (under ``hub.lock``). When the questionnaire
+        shown so far goes, its clients get ``closed`` first, with its final state: ``ended``
+        if that is it, else read from the store."""
+        previous, shown = hub.shown, head.state
+        if hub.clients and not _same_view(previous, shown):
+            if previous is not None and (shown is None or shown.id != previous.id):
+                if ended is None or ended.id != previous.id:
+                    ended = await self.store.load(hub.session_id, previous.id)
+                if ended is not None and ended.is_terminal:
+                    hub.broadcast(frames.closed(ended))
+            hub.broadcast(frames.view(shown))
+        hub.shown, hub.seq = shown, head.seq
+
+    async def _follow_write(self, hub: SessionHub, new: Questionnaire, written: Written) -> None:
+        """Show local clients a write this process made on a client's command.
+
+        The write's number and (when it closed a questionnaire) the head after it describe
+        the session as of that write exactly, so it shows without a read, whatever notices
+        of earlier writes are still on their way (they are then skipped as seen)."""
+        async with hub.lock:
+            if not hub.clients:
+                return
+            if written.seq and hub.seq is not None and written.seq <= hub.seq:
+                return  # a read or a notice already showed this write
+            previous = hub.shown
+            if written.seq and previous is not None and previous.id == new.id:
+                # The shown questionnaire was the head and stays it while open.
+                if not new.is_terminal:
+                    await self._show(hub, Head(new, written.seq))
+                    return
+                if written.head is not None:
+                    await self._show(hub, written.head, ended=new)
+                    return
+            await self._show(hub, await self.store.head(hub.session_id), ended=new)
 
     async def _on_notice(self, notice: Notice) -> None:
         hub = self.hubs.get(notice.session_id)
         if hub is None:
             return
-        hub.poke()
-        shown = hub.shown
-        if shown is not None and shown.id == notice.questionnaire_id and shown.version >= notice.version:
-            return  # already showing this write (usually our own)
+        hub.heard = max(hub.heard, notice.seq)
+        if hub.waiters and (notice.status is None or notice.status in machine.OUTCOMES):
+            hub.poke(_carried(notice))  # without the state, they read the store
         if not hub.clients and not hub.joining:
-            return  # only agent calls wait here; poke() woke them
-        hint = None
-        if shown is not None and shown.id == notice.questionnaire_id:
-            hint = await self.store.load(notice.session_id, notice.questionnaire_id)
-        await self.refresh(hub, hint=hint)
+            return  # only agent calls wait here
+        if notice.seq and hub.seq is not None and notice.seq <= hub.seq:
+            return  # already shown (usually our own write)
+        shown = hub.shown
+        if (
+            not notice.seq
+            and shown is not None
+            and shown.id == notice.questionnaire_id
+            and shown.version >= notice.version
+        ):
+            return  # an unnumbered notice (an older broker) of what is already shown
+        async with hub.lock:
+            if not hub.clients:
+                return  # still joining: the newcomer's read comes after this write
+            if notice.seq and hub.seq is not None:
+                if notice.seq <= hub.seq:
+                    return
+                if notice.seq == hub.seq + 1:
+                    follows = _following(hub.shown, notice)
+                    if follows is not None:
+                        await self._show(hub, follows[0], ended=follows[1])
+                        return
+            await self._show(hub, await self.store.head(hub.session_id), ended=_carried(notice))
 
     async def _on_reconnect(self) -> None:
         log.warning("notification channel reconnected; re-reading every session")
-        await self._refresh_all()
-
-    async def _refresh_all(self) -> None:
         await self._drop_idle_hubs()
         for hub in list(self.hubs.values()):
             hub.poke()
             with contextlib.suppress(StoreUnavailable):
                 await self.refresh(hub)
 
+    async def _reconcile(self) -> None:
+        """Catch up on missed notices: one read of every served session's write count, then
+        local clients whose view is behind it re-read, and waiting agent calls of sessions
+        with writes not heard of look again."""
+        await self._drop_idle_hubs()
+        hubs = [hub for hub in self.hubs.values() if hub.clients or hub.waiters]
+        if not hubs:
+            return
+        counts = await self.store.write_counts([hub.session_id for hub in hubs])
+        now = self.clock()
+        for hub, count in zip(hubs, counts, strict=True):
+            if hub.waiters and count != hub.counted and count > hub.heard:
+                hub.poke()  # (a write whose notice is still on its way costs a read too)
+            hub.counted = count
+            shown = hub.shown
+            # An open questionnaire left alone for the whole retention expires without a write.
+            expiring = shown is not None and now - shown.updated_at >= self.store.retention
+            if hub.clients and (hub.seq != count or expiring):
+                with contextlib.suppress(StoreUnavailable):
+                    await self.refresh(hub)
+
     async def _reconcile_loop(self) -> None:
         while True:
             await asyncio.sleep(self.config.reconcile_interval)
             try:
-                await self._refresh_all()
+                await self._reconcile()
+            except StoreUnavailable:
+                log.warning("reconciliation skipped: store unavailable")
             except Exception:  # noqa: BLE001 - the loop must survive anything
                 log.exception("reconciliation failed")
 
@@ -449,9 +599,12 @@ class Broker:
         return hub
 
     async def _ensure_subscribed(self, hub: SessionHub) -> None:
-        if not hub.subscribed:
+        """Return once the store confirmed the session's subscription (callers meanwhile
+        share the store's wait for it), so that no notice after it can be missed."""
+        if not hub.confirmed:
             hub.subscribed = True
             await self.store.subscribe(hub.session_id)
+            hub.confirmed = True
 
     async def _release(self, hub: SessionHub) -> None:
         """Note that ``hub`` lost its last client or waiter; the reconcile loop drops it later.
@@ -482,6 +635,42 @@ class Broker:
     def local_clients(self, session_id: str) -> int:
         hub = self.hubs.get(session_id)
         return len(hub.clients) + hub.joining if hub else 0  # joining: a burst of hellos counts too
+
+
+def _carried(notice: Notice) -> Questionnaire | None:
+    """The state a notice carries, or None (not carried, or not readable: read instead)."""
+    if notice.record is None:
+        return None
+    try:
+        return notice.record.state()
+    except Exception:  # noqa: BLE001 - a malformed record costs a read, nothing more
+        log.warning("unreadable state in a notice", extra={"session": notice.session_id})
+        return None
+
+
+def _following(previous: Questionnaire | None, notice: Notice) -> tuple[Head, Questionnaire | None] | None:
+    """The view after the write of ``notice``, from the view ``previous`` as of the write
+    just before it, and the state that ended when the view moves on; None when it cannot
+    be told without reading the store.
+
+    The head of a session (the oldest open questionnaire) changes only when it closes (the
+    notice then says what comes next) or when one is created into an empty queue.
+    """
+    if notice.status is None:
+        return None
+    if previous is not None and notice.questionnaire_id == previous.id:
+        if notice.status in machine.TERMINAL:
+            return None if notice.head is None else (notice.head, _carried(notice))
+        state = _carried(notice)
+        if state is None:
+            return None
+        return Head(state if state.version > previous.version else previous, notice.seq), None
+    if previous is None:
+        if notice.version != 0:
+            return None  # a write to an open questionnaire this view does not know of
+        state = _carried(notice)
+        return None if state is None else (Head(state, notice.seq), None)
+    return Head(previous, notice.seq), None  # behind the head: the head stays
 
 
 def _same_view(before: Questionnaire | None, after: Questionnaire | None) -> bool:

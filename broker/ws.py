@@ -202,12 +202,11 @@ class ClientSocket(WebSocketsSansIOProtocol):
 
     # --- frames out ----------------------------------------------------------------------
 
-    def write_frame(self, data: str | bytes, text: bool) -> None:
-        payload = data.encode() if isinstance(data, str) else data
+    def write_frame(self, data: bytes, text: bool) -> None:
         if text:
-            self.conn.send_text(payload)
+            self.conn.send_text(data)  # UTF-8 JSON, never decoded to a str and back
         else:
-            self.conn.send_binary(payload)
+            self.conn.send_binary(data)
         self._flush()
 
     def _flush(self) -> None:
@@ -286,7 +285,7 @@ class ClientConnection:
         self.client_id = uuid.uuid4().hex[:16]
         # Lists, not deques: they stay short, and an empty deque costs ~800 bytes per client.
         self.inbox: list[str | bytes] = []
-        self.backlog: list[str | bytes] = []  # frames waiting for the socket to drain
+        self.backlog: list[bytes] = []  # frames waiting for the socket to drain
         self.writable = True
         self.worker: asyncio.Task[None] | None = None
         self.bucket = TokenBucket(broker.config.rate_limit, broker.config.rate_burst)

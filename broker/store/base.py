@@ -9,8 +9,12 @@ What a store keeps, per session (every Redis key carries the ``{sid}`` hash tag)
 - idempotency keys (``Idempotency-Key`` of a start) -> questionnaire id;
 - presence: which clients are connected anywhere, each kept alive by heartbeats with a
   TTL, plus the last time any client was seen (for the reconnect grace);
-- notifications: after every successful write the store publishes a small ``Notice``
-  (ids and versions only, never answers) to every broker process interested in the session.
+- a write sequence number per session, counting every successful write, so that a
+  process that has seen writes 1..n of a session knows whether a notice is write n + 1;
+- notifications: after every successful write the store publishes a ``Notice`` to every
+  broker process interested in the session: ids, version, status and sequence number, and
+  (up to a size limit) the written state itself, so that a receiver can usually act on it
+  without reading the store. Notices are never logged.
 
 Terminal questionnaires expire ``retention`` seconds after their last change; open ones
 too, counted from their last change, so that nothing abandoned lives for ever.
@@ -20,18 +24,83 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
 from broker.machine import Questionnaire
+
+# Notices carry the written state only up to this size (packed): a questionnaire near the
+# input limit would otherwise cost every subscriber a megabyte per toggle. Larger states
+# are read from the store by whoever needs them.
+NOTICE_STATE_LIMIT = 64 * 1024
+
+
+class Record:
+    """A stored state, decoded on first use: most receivers of a notice never need it."""
+
+    __slots__ = ("_raw", "_decode", "_state")
+
+    def __init__(self, raw: Any, decode: Callable[[Any], Questionnaire]) -> None:
+        self._raw: Any = raw
+        self._decode: Callable[[Any], Questionnaire] | None = decode
+        self._state: Questionnaire | None = None
+
+    @classmethod
+    def of(cls, state: Questionnaire) -> Record:
+        """A record that is already decoded (the memory store's)."""
+        record = cls.__new__(cls)
+        record._raw, record._decode, record._state = None, None, state
+        return record
+
+    def state(self) -> Questionnaire:
+        """The state; a malformed record raises whatever decoding it raises."""
+        if self._decode is not None:
+            self._state = self._decode(self._raw)
+            self._raw, self._decode = None, None
+        assert self._state is not None
+        return self._state
+
+
+@dataclass(frozen=True, slots=True)
+class Head:
+    """The questionnaire a session's clients see (the oldest open one; None: idle), as of
+    the session's write number ``seq`` (0: not known)."""
+
+    state: Questionnaire | None
+    seq: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """A successful compare-and-set: its place in the session's writes (``seq``, 0: not
+    known, e.g. a retry that found its own write) and, when it made a questionnaire
+    terminal, the session's head after it (None: not known)."""
+
+    seq: int = 0
+    head: Head | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class Notice:
-    """'Questionnaire ``questionnaire_id`` of ``session_id`` is now at ``version``.'"""
+    """'Questionnaire ``questionnaire_id`` of ``session_id`` is now at ``version``.'
+
+    Notices compare by those three; the rest says more when the publisher knew it (a
+    notice from an older broker has none of it, and means only "look again"):
+
+    - ``status``: the written state's status (whether the write is an outcome);
+    - ``seq``: the session's write number of this write (0: not said);
+    - ``record``: the written state (None: not carried, e.g. too large);
+    - ``head``: for a write that made a questionnaire terminal, the session's head after
+      it (None: not said).
+    """
 
     session_id: str
     questionnaire_id: str
     version: int
+    status: str | None = field(default=None, compare=False)
+    seq: int = field(default=0, compare=False)
+    record: Record | None = field(default=None, compare=False, repr=False)
+    head: Head | None = field(default=None, compare=False, repr=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,7 +136,6 @@ class Store(abc.ABC):
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
         """The latest state, or None when unknown (or expired)."""
 
-    @abc.abstractmethod
     async def compare_and_set(self, state: Questionnaire, expected_version: int) -> bool:
         """Replace the stored state if its version is still ``expected_version``.
 
@@ -75,18 +143,28 @@ class Store(abc.ABC):
         and a notice is published. Returns False (and changes nothing) when the stored
         version moved on or the questionnaire is gone.
         """
+        return await self.commit(state, expected_version) is not None
+
+    @abc.abstractmethod
+    async def commit(self, state: Questionnaire, expected_version: int) -> Written | None:
+        """``compare_and_set`` that says where the write landed (None: it did not)."""
 
     @abc.abstractmethod
     async def queue(self, session_id: str) -> list[str]:
         """Ids of the session's open questionnaires, oldest first."""
 
+    @abc.abstractmethod
+    async def head(self, session_id: str) -> Head:
+        """The questionnaire the session's clients see, and the write number it is as of."""
+
     async def shown(self, session_id: str) -> Questionnaire | None:
         """The questionnaire the session's clients see: the oldest open one."""
-        for questionnaire_id in await self.queue(session_id):
-            state = await self.load(session_id, questionnaire_id)
-            if state is not None and not state.is_terminal:
-                return state
-        return None
+        return (await self.head(session_id)).state
+
+    @abc.abstractmethod
+    async def write_counts(self, session_ids: list[str]) -> list[int]:
+        """Each session's write number now (0: none kept), in one round trip: a process
+        compares them with what its clients were shown to find what it missed."""
 
     # --- presence ---------------------------------------------------------------------
 

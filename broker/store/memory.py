@@ -13,7 +13,16 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from broker.machine import Questionnaire
-from broker.store.base import Notice, NoticeHandler, Presence, ReconnectHandler, Store
+from broker.store.base import (
+    Head,
+    Notice,
+    NoticeHandler,
+    Presence,
+    ReconnectHandler,
+    Record,
+    Store,
+    Written,
+)
 
 log = logging.getLogger("qbroker.store.memory")
 
@@ -30,6 +39,14 @@ class _Session:
     clients: dict[str, float] = field(default_factory=dict)  # client id -> heartbeat expiry
     last_seen: float | None = None
     swept_at: float = 0.0
+    seq: int = 0  # successful writes so far
+
+    def head(self) -> Questionnaire | None:
+        for questionnaire_id in self.queue:
+            state = self.questionnaires.get(questionnaire_id)
+            if state is not None and not state.is_terminal:
+                return state
+        return None
 
     def renew(self, questionnaire_id: str, expiry: float) -> None:
         self.expires_at.pop(questionnaire_id, None)
@@ -61,7 +78,8 @@ class MemoryStore(Store):
         session.questionnaires[state.id] = state
         session.renew(state.id, self._now() + self.retention)
         session.queue.append(state.id)
-        await self._notify(state)
+        session.seq += 1
+        self._notify(state, session.seq, None)
         return state
 
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
@@ -71,17 +89,22 @@ class MemoryStore(Store):
         self._expire(session, (questionnaire_id,))
         return session.questionnaires.get(questionnaire_id)
 
-    async def compare_and_set(self, state: Questionnaire, expected_version: int) -> bool:
+    async def commit(self, state: Questionnaire, expected_version: int) -> Written | None:
         session = self._sessions.get(state.session_id)
         current = session.questionnaires.get(state.id) if session else None
         if session is None or current is None or current.version != expected_version:
-            return False
+            return None
         session.questionnaires[state.id] = state
         session.renew(state.id, self._now() + self.retention)
-        if state.is_terminal and state.id in session.queue:
-            session.queue.remove(state.id)
-        await self._notify(state)
-        return True
+        session.seq += 1
+        head = None
+        if state.is_terminal:
+            if state.id in session.queue:
+                session.queue.remove(state.id)
+            self._expire(session, tuple(session.queue))
+            head = Head(session.head(), session.seq)
+        self._notify(state, session.seq, head)
+        return Written(session.seq, head)
 
     async def queue(self, session_id: str) -> list[str]:
         session = self._sessions.get(session_id)
@@ -89,6 +112,17 @@ class MemoryStore(Store):
             return []
         self._expire(session, tuple(session.queue))
         return list(session.queue)
+
+    async def head(self, session_id: str) -> Head:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return Head(None, 0)
+        self._expire(session, tuple(session.queue))
+        return Head(session.head(), session.seq)
+
+    async def write_counts(self, session_ids: list[str]) -> list[int]:
+        sessions = self._sessions
+        return [sessions[sid].seq if sid in sessions else 0 for sid in session_ids]
 
     async def heartbeat(self, session_id: str, client_id: str, ttl: float, now: float) -> None:
         session = self._sessions[session_id]
@@ -124,11 +158,11 @@ class MemoryStore(Store):
         for task in list(self._pending):
             task.cancel()
 
-    async def _notify(self, state: Questionnaire) -> None:
+    def _notify(self, state: Questionnaire, seq: int, head: Head | None) -> None:
         """Deliver the notice on the next loop turn, as pub/sub would: after the writer
         has finished its own fan-out, so its own write is not shown twice."""
         if self._on_notice is not None and state.session_id in self._subscribed:
-            notice = Notice(state.session_id, state.id, state.version)
+            notice = Notice(state.session_id, state.id, state.version, state.status, seq, Record.of(state), head)
             task: asyncio.Future[None] = asyncio.ensure_future(self._on_notice(notice))
             self._pending.add(task)
             task.add_done_callback(self._notice_done)

@@ -4,19 +4,30 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
 
     qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record()
     qb:{sid}:queue         zset  open questionnaire ids, scored by qb:{sid}:seq (strict FIFO)
-    qb:{sid}:seq           counter for the queue scores
+    qb:{sid}:seq           the session's write counter (every write; also the queue scores)
     qb:{sid}:idem:<key>    string  Idempotency-Key -> questionnaire id
     qb:{sid}:clients       zset  client id -> heartbeat expiry (Unix seconds)
     qb:{sid}:seen          string  last time the session had a client (Unix seconds)
-    qb:{sid}:events        channel  msgpack [sid, id, version] after every write
+    qb:{sid}:events        channel  a notice after every write (below)
 
 Every write is one Lua script, so it is one round trip and atomic: compare-and-set checks
-the version, maintains the queue, renews the retention TTL and publishes the notice in the
-same step. The scripts only touch keys of one session. Every key known before the call is
-passed in KEYS (that is what routes the script to the session's slot on a cluster); two
-scripts also read a questionnaire whose id they find inside (the idempotency key's target,
-the queue's members) by building its name from the session's own prefix, which keeps the
-read on the same slot, and so on the node that runs the script.
+the version, maintains the queue, counts the write, renews the retention TTL and publishes
+the notice in the same step; one that closes a questionnaire also finds the session's next
+head, and returns it with the write's number, so the writer needs no second read.
+
+A notice is a msgpack array ``[sid, id, version, status, record, seq, head]``: the record
+is the written state (nil when larger than ``NOTICE_STATE_LIMIT``), ``seq`` the write's
+number in the session, and ``head`` the next head's record after a write that closed a
+questionnaire (false: none; nil: not said). The writer packs the first four; the script
+appends the rest (it alone knows the number). A notice of only the first three (an older
+broker) is understood too, as "look again". A notice holds answers: it is never logged,
+and the notice connections do not let redis-py trace what they read.
+
+The scripts only touch keys of one session. Every key known before the call is passed in
+KEYS (that is what routes the script to the session's slot on a cluster); three scripts
+also read a questionnaire whose id they find inside (the idempotency key's target, the
+queue's members) by building its name from the session's own prefix, which keeps the read
+on the same slot, and so on the node that runs the script.
 
 A retried script (the reply of the first attempt was lost) is harmless: create rewrites the
 same record, and compare-and-set reports success again when it finds its own write.
@@ -68,12 +79,16 @@ from redis.typing import EncodableT
 
 from broker.machine import Questionnaire
 from broker.store.base import (
+    NOTICE_STATE_LIMIT,
+    Head,
     Notice,
     NoticeHandler,
     Presence,
     ReconnectHandler,
+    Record,
     Store,
     StoreUnavailable,
+    Written,
 )
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
@@ -93,12 +108,38 @@ _BACKOFF_MIN: Final = 0.05
 _BACKOFF_MAX: Final = 2.0
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
 _STANDALONE: Final = "redis"  # the name of the only link on a single Redis
+_MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
 
 # --- scripts --------------------------------------------------------------------------
 
-_CREATE: Final = """
+# msgpack encoders for what a script appends to a notice (Redis's Lua has cmsgpack, but
+# fakeredis has not): an unsigned 64-bit integer, and a bin 32.
+_LUA_MSGPACK: Final = """
+local function msgpack_uint(n)
+  local b = {}
+  for i = 8, 1, -1 do
+    b[i] = n % 256
+    n = math.floor(n / 256)
+  end
+  return string.char(207, b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
+end
+local function msgpack_bin(s)
+  local n = #s
+  return string.char(198, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
+    math.floor(n / 256) % 256, n % 256) .. s
+end
+local function msgpack_record(s, limit)
+  if #s > limit then return '\\192' end  -- nil: too large to carry
+  return msgpack_bin(s)
+end
+"""
+
+_CREATE: Final = (
+    _LUA_MSGPACK
+    + """
 -- KEYS: questionnaire hash, queue, seq[, idempotency key]
--- ARGV: id, version, record, retention ms, publish command, channel, notice, questionnaire key prefix
+-- ARGV: id, version, record, retention ms, publish command, channel, notice prefix,
+--       questionnaire key prefix, notice record limit
 -- Returns {1} when stored, {0, record} when the idempotency key names a live questionnaire.
 if KEYS[4] then
   local known = redis.call('GET', KEYS[4])
@@ -108,48 +149,75 @@ if KEYS[4] then
   end
   redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[4])
 end
+local seq = redis.call('INCR', KEYS[3])
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[2], 'NX', redis.call('INCR', KEYS[3]), ARGV[1])
+redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call(ARGV[5], ARGV[6], ARGV[7])
+redis.call(ARGV[5], ARGV[6], ARGV[7] .. msgpack_record(ARGV[3], tonumber(ARGV[9])) .. msgpack_uint(seq) .. '\\192')
 return {1}
 """
+)
 
-_COMPARE_AND_SET: Final = """
+_COMPARE_AND_SET: Final = (
+    _LUA_MSGPACK
+    + """
 -- KEYS: questionnaire hash, queue, seq
 -- ARGV: expected version, new version, record, retention ms, '1' if terminal, id,
---       publish command, channel, notice
+--       publish command, channel, notice prefix, questionnaire key prefix, notice record limit
+-- Returns 0 when the version moved on; else {seq} or, for a terminal state, {seq, 1, head
+-- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
 local current = redis.call('HMGET', KEYS[1], 'v', 's')
 if current[1] ~= ARGV[1] then
-  if current[1] == ARGV[2] and current[2] == ARGV[3] then return 1 end  -- a retry finds its own write
+  if current[1] == ARGV[2] and current[2] == ARGV[3] then return {0} end  -- a retry finds its own write
   return 0
 end
+local seq = redis.call('INCR', KEYS[3])
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
-if ARGV[5] == '1' then redis.call('ZREM', KEYS[2], ARGV[6]) end
+local reply = {seq}
+local head = '\\192'  -- nil: not said
+if ARGV[5] == '1' then
+  redis.call('ZREM', KEYS[2], ARGV[6])
+  reply = {seq, 1}
+  head = '\\194'  -- false: no open questionnaire left
+  while true do  -- the next head; ids whose questionnaire expired leave the queue on the way
+    local first = redis.call('ZRANGE', KEYS[2], 0, 0)
+    if #first == 0 then break end
+    local record = redis.call('HGET', ARGV[10] .. first[1], 's')
+    if record then
+      reply = {seq, 1, record}
+      head = msgpack_record(record, tonumber(ARGV[11]))
+      break
+    end
+    redis.call('ZREM', KEYS[2], first[1])
+  end
+end
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call(ARGV[7], ARGV[8], ARGV[9])
-return 1
+redis.call(ARGV[7], ARGV[8], ARGV[9] .. msgpack_record(ARGV[3], tonumber(ARGV[11])) .. msgpack_uint(seq) .. head)
+return reply
 """
+)
 
 _QUEUE: Final = """
--- KEYS: queue.  ARGV: questionnaire key prefix, '1' to return the head's record instead of the ids.
+-- KEYS: queue, seq.  ARGV: questionnaire key prefix, '1' to return {seq, the head's record}
+-- ({seq}: no open questionnaire) instead of the ids.
 -- Ids whose questionnaire expired while still open leave the queue on the way.
 local live = {}
+local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
 for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
   local record = redis.call('HGET', ARGV[1] .. id, 's')
   if not record then
     redis.call('ZREM', KEYS[1], id)
   elseif ARGV[2] == '1' then
-    return record
+    return {seq, record}
   else
     table.insert(live, id)
   end
 end
-if ARGV[2] == '1' then return false end
+if ARGV[2] == '1' then return {seq} end
 return live
 """
 
@@ -212,13 +280,57 @@ def _reachable(what: str) -> Iterator[None]:
 
 
 def _decode_notice(data: Any) -> Notice | None:
+    """The notice in a published message, or None when it is not one (never raises)."""
     try:
-        session_id, questionnaire_id, version = msgpack.unpackb(data, raw=False)
+        fields = msgpack.unpackb(data, raw=False)
     except (ValueError, TypeError, msgpack.UnpackException):
         return None
-    if not (isinstance(session_id, str) and isinstance(questionnaire_id, str) and isinstance(version, int)):
+    if not isinstance(fields, list) or len(fields) < 3:
         return None
-    return Notice(session_id, questionnaire_id, version)
+    session_id, questionnaire_id, version = fields[:3]
+    if not (isinstance(session_id, str) and isinstance(questionnaire_id, str) and type(version) is int):
+        return None
+    if len(fields) < 7:
+        return Notice(session_id, questionnaire_id, version)  # an older broker's: "look again"
+    status, record, seq, head = fields[3:7]
+    if not (
+        isinstance(status, str)
+        and (record is None or isinstance(record, bytes))
+        and type(seq) is int
+        and seq >= 0
+        and (head is None or head is False or isinstance(head, bytes))
+    ):
+        return Notice(session_id, questionnaire_id, version)
+    next_head: Head | None = None
+    if head is False:
+        next_head = Head(None, seq)
+    elif head is not None:
+        try:
+            next_head = RedisStore._head(head, seq)
+        except Exception:  # noqa: BLE001 - a malformed record: the receiver reads instead
+            next_head = None
+    return Notice(
+        session_id,
+        questionnaire_id,
+        version,
+        status,
+        seq,
+        None if record is None else Record(record, RedisStore._unpack),
+        next_head,
+    )
+
+
+async def _pass_push(response: Any) -> Any:
+    return response
+
+
+def _quiet_push_trace(connection: AbstractConnection) -> None:
+    """redis-py's hiredis parser logs every pub/sub message it reads at debug level (logger
+    ``push_response``), payload included; notices carry answers, so this connection's
+    parser hands them over without that trace (as redis-py's own PubSub does)."""
+    setter = getattr(getattr(connection, "_parser", None), "set_pubsub_push_handler", None)
+    if setter is not None:
+        setter(_pass_push)
 
 
 class _Unsubscribed(Exception):
@@ -264,6 +376,7 @@ class _Link:
             connection = self._make_connection()
             try:
                 await connection.connect()  # type: ignore[no-untyped-call]
+                _quiet_push_trace(connection)
                 channels = set(self.channels)
                 if channels:
                     # One command per channel: on a cluster, SSUBSCRIBE takes channels of one slot.
@@ -499,6 +612,7 @@ class RedisStore(Store):
             channel_for(sid),
             self._notice(state),
             _questionnaire_prefix(sid),
+            NOTICE_STATE_LIMIT,
         ]
         with _reachable("create"):
             reply = await self._write(self._create, keys, args, lambda r: int(r[0]) == 1)
@@ -511,7 +625,7 @@ class RedisStore(Store):
             record = await self._client.hget(_questionnaire_prefix(session_id) + questionnaire_id, "s")
         return None if record is None else self._unpack(record)
 
-    async def compare_and_set(self, state: Questionnaire, expected_version: int) -> bool:
+    async def commit(self, state: Questionnaire, expected_version: int) -> Written | None:
         sid = state.session_id
         keys = [_questionnaire_prefix(sid) + state.id, _prefix(sid) + "queue", _prefix(sid) + "seq"]
         args: list[EncodableT] = [
@@ -524,27 +638,40 @@ class RedisStore(Store):
             self._publish,
             channel_for(sid),
             self._notice(state),
+            _questionnaire_prefix(sid),
+            NOTICE_STATE_LIMIT,
         ]
         with _reachable("compare_and_set"):
-            return int(await self._write(self._compare_and_set, keys, args, lambda r: int(r) == 1)) == 1
+            reply = await self._write(self._compare_and_set, keys, args, lambda r: isinstance(r, list))
+        if not isinstance(reply, list):
+            return None
+        seq = int(reply[0])
+        if seq == 0 or len(reply) < 2:
+            return Written(seq)
+        return Written(seq, self._head(reply[2], seq) if len(reply) > 2 else Head(None, seq))
 
     async def queue(self, session_id: str) -> list[str]:
         with _reachable("queue"):
-            ids = await self._queue(
-                keys=[_prefix(session_id) + "queue"], args=[_questionnaire_prefix(session_id), "0"]
-            )
+            ids = await self._queue(keys=self._queue_keys(session_id), args=[_questionnaire_prefix(session_id), "0"])
         return [bytes(i).decode() for i in ids]
 
-    async def shown(self, session_id: str) -> Questionnaire | None:
-        """One round trip: the script returns the head's record."""
-        with _reachable("shown"):
-            record = await self._queue(
-                keys=[_prefix(session_id) + "queue"], args=[_questionnaire_prefix(session_id), "1"]
-            )
-        if record is None:
-            return None
-        state = self._unpack(record)
-        return None if state.is_terminal else state
+    async def head(self, session_id: str) -> Head:
+        """One round trip: the script returns the head's record and the write counter."""
+        with _reachable("head"):
+            reply = await self._queue(keys=self._queue_keys(session_id), args=[_questionnaire_prefix(session_id), "1"])
+        seq = int(reply[0])
+        return self._head(reply[1], seq) if len(reply) > 1 else Head(None, seq)
+
+    async def write_counts(self, session_ids: list[str]) -> list[int]:
+        keys = [_prefix(sid) + "seq" for sid in session_ids]
+        values: list[Any] = []
+        with _reachable("write_counts"):
+            if isinstance(self._client, RedisCluster):
+                values = list(await self._client.mget_nonatomic(keys)) if keys else []  # per slot
+            else:
+                for start in range(0, len(keys), _MGET_CHUNK):
+                    values.extend(await self._client.mget(keys[start : start + _MGET_CHUNK]))
+        return [0 if value is None else int(value) for value in values]
 
     async def _write(
         self, script: AsyncScript, keys: list[str], args: list[EncodableT], wrote: Callable[[Any], bool]
@@ -798,6 +925,10 @@ class RedisStore(Store):
     # --- helpers ------------------------------------------------------------------------
 
     @staticmethod
+    def _queue_keys(session_id: str) -> list[str]:
+        return [_prefix(session_id) + "queue", _prefix(session_id) + "seq"]
+
+    @staticmethod
     def _presence_keys(session_id: str) -> list[str]:
         return [_prefix(session_id) + "clients", _prefix(session_id) + "seen"]
 
@@ -811,6 +942,13 @@ class RedisStore(Store):
         return Questionnaire.from_record(msgpack.unpackb(record, raw=False))
 
     @staticmethod
+    def _head(record: Any, seq: int) -> Head:
+        state = RedisStore._unpack(record)
+        return Head(None if state.is_terminal else state, seq)
+
+    @staticmethod
     def _notice(state: Questionnaire) -> bytes:
-        packed: bytes = msgpack.packb([state.session_id, state.id, state.version], use_bin_type=True)
-        return packed
+        """The notice's first four fields, under the header of the whole 7-field array (the
+        script appends the record, the write number and the head)."""
+        packed: bytes = msgpack.packb([state.session_id, state.id, state.version, state.status], use_bin_type=True)
+        return b"\x97" + packed[1:]  # fixarray 4 -> fixarray 7

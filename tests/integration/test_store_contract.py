@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
 
 import fakeredis
+import msgpack
 import pytest
 from redis.asyncio import Redis
 
@@ -24,9 +25,9 @@ from broker import machine
 from broker.machine import Questionnaire
 from broker.model import Question, StartInput, parse_tool_input
 from broker.store import redis as redis_store_module
-from broker.store.base import Notice, Presence, Store, StoreUnavailable
+from broker.store.base import Head, Notice, Presence, Store, StoreUnavailable
 from broker.store.memory import MemoryStore
-from broker.store.redis import RedisStore
+from broker.store.redis import RedisStore, channel_for
 from tests.support import RedisServer, redis_server
 
 NOW = 1_700_000_000.0
@@ -277,9 +278,7 @@ async def test_compare_and_set_of_an_unknown_questionnaire_fails_and_stores_noth
 async def test_of_concurrent_compare_and_sets_on_one_version_exactly_one_wins(store: Store) -> None:
     sid = new_session()
     state = await store.create(new_questionnaire(sid))
-    contenders = [
-        advanced(state, machine.Draft(state.id, 0, (), other=f"contender {n}")) for n in range(12)
-    ]
+    contenders = [advanced(state, machine.Draft(state.id, 0, (), other=f"contender {n}")) for n in range(12)]
 
     results = await asyncio.gather(*(store.compare_and_set(c, state.version) for c in contenders))
 
@@ -454,6 +453,84 @@ async def test_subscribing_twice_delivers_each_notice_once(store: Store, listene
     assert await listener.next_notice() == Notice(sid, second.id, 0)
 
 
+# --- write numbers and what notices carry -----------------------------------------------
+
+
+async def test_each_write_is_numbered_in_its_session(store: Store) -> None:
+    sid, other = new_session(), new_session()
+    await store.create(new_questionnaire(other))
+    state = await store.create(new_questionnaire(sid))
+    drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
+    redrafted = advanced(drafted, machine.Draft(state.id, 0, ("production",)))
+
+    first = await store.commit(drafted, state.version)
+    second = await store.commit(redrafted, drafted.version)
+
+    assert first is not None and second is not None
+    assert second.seq == first.seq + 1
+    assert await store.head(sid) == Head(redrafted, second.seq)
+    assert await store.write_counts([sid, new_session(), other]) == [second.seq, 0, 1]
+
+
+async def test_a_refused_compare_and_set_is_not_numbered(store: Store) -> None:
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+    [before] = await store.write_counts([sid])
+
+    assert await store.commit(advanced(state, machine.Abort()), state.version + 1) is None
+
+    assert await store.write_counts([sid]) == [before]
+
+
+async def test_closing_a_questionnaire_says_which_comes_next(store: Store) -> None:
+    sid = new_session()
+    first = await store.create(new_questionnaire(sid))
+    second = await store.create(new_questionnaire(sid))
+    drafted = advanced(second, machine.Draft(second.id, 0, ("staging",)))
+
+    kept_open = await store.commit(drafted, second.version)
+    closed_first = await store.commit(completed(first), first.version)
+    closed_second = await store.commit(advanced(drafted, machine.Abort()), drafted.version)
+
+    assert kept_open is not None and kept_open.head is None  # not said: the head did not move
+    assert closed_first is not None and closed_first.head == Head(drafted, closed_first.seq)
+    assert closed_second is not None and closed_second.head == Head(None, closed_second.seq)
+
+
+async def test_notices_carry_the_status_number_and_state_of_each_write(store: Store, listener: Listener) -> None:
+    sid = new_session()
+    await store.subscribe(sid)
+    first = await store.create(new_questionnaire(sid))
+    second = await store.create(new_questionnaire(sid))
+    clarify = advanced(first, machine.Clarify(first.id, 0, "Which staging?"))
+    assert await store.compare_and_set(clarify, first.version)
+    cancelled = advanced(clarify, machine.Abort())
+    assert await store.compare_and_set(cancelled, clarify.version)
+
+    notices = [await listener.next_notice() for _ in range(4)]
+
+    assert [(n.questionnaire_id, n.status) for n in notices] == [
+        (first.id, "in_progress"),
+        (second.id, "in_progress"),
+        (first.id, "needs_clarification"),
+        (first.id, "cancelled"),
+    ]
+    assert [n.seq for n in notices] == list(range(notices[0].seq, notices[0].seq + 4))
+    assert [n.record.state() if n.record else None for n in notices] == [first, second, clarify, cancelled]
+    assert [n.head for n in notices] == [None, None, None, Head(second, notices[3].seq)]
+
+
+async def test_the_write_numbers_of_a_session_go_on_from_its_notices(store: Store, listener: Listener) -> None:
+    sid = new_session()
+    await store.subscribe(sid)
+    state = await store.create(new_questionnaire(sid))
+    notice = await listener.next_notice()
+
+    assert await store.head(sid) == Head(state, notice.seq)
+    written = await store.commit(advanced(state, machine.Abort()), state.version)
+    assert written is not None and written.seq == notice.seq + 1
+
+
 # --- retention ------------------------------------------------------------------------
 
 
@@ -544,6 +621,60 @@ async def test_a_retried_compare_and_set_reports_its_own_write(redis_store: Redi
     assert await redis_store.compare_and_set(drafted, state.version)  # the retry of a lost reply
     assert not await redis_store.compare_and_set(rival, state.version)
     assert await redis_store.load(sid, state.id) == drafted
+
+
+async def test_a_state_too_large_for_a_notice_travels_without_it(
+    redis_store: RedisStore, listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_store_module, "NOTICE_STATE_LIMIT", 16)
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    first = await redis_store.create(new_questionnaire(sid))
+    await redis_store.create(new_questionnaire(sid))
+    assert await redis_store.compare_and_set(advanced(first, machine.Abort()), first.version)
+
+    notices = [await listener.next_notice() for _ in range(3)]
+
+    assert [(n.status, n.record) for n in notices] == [
+        ("in_progress", None),
+        ("in_progress", None),
+        ("cancelled", None),
+    ]
+    assert notices[2].head is None  # the next head is too large as well: not said
+    assert notices[2].seq == notices[0].seq + 2
+
+
+async def test_malformed_and_older_notices_do_not_stop_the_listener(
+    redis_store: RedisStore, redis_client: Redis, listener: Listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    channel = channel_for(sid)
+    for junk in (
+        b"\xc1 not msgpack",
+        msgpack.packb([sid, "q-x"]),
+        msgpack.packb({"sid": sid}),
+        msgpack.packb([sid, "q-x", "7"]),
+        msgpack.packb([sid, "q-x", 7, "in_progress", 12, -1, None]),  # record and number of the wrong types
+        msgpack.packb([sid, "q-x", 8, "in_progress", b"\xc1", 3, b"\xc1"]),  # records that do not decode
+    ):
+        await redis_client.publish(channel, junk)
+    await redis_client.publish(channel, msgpack.packb([sid, "q-old", 3]))  # an older broker's notice
+    state = await redis_store.create(new_questionnaire(sid))
+
+    wrong_types = await listener.next_notice()
+    undecodable = await listener.next_notice()
+    older = await listener.next_notice()
+    current = await listener.next_notice()
+
+    assert (wrong_types, wrong_types.status, wrong_types.record) == (Notice(sid, "q-x", 7), None, None)
+    assert (undecodable.status, undecodable.seq, undecodable.head) == ("in_progress", 3, None)
+    assert undecodable.record is not None
+    with pytest.raises(Exception):  # noqa: B017 - whatever msgpack raises; the service reads instead
+        undecodable.record.state()
+    assert (older, older.status, older.seq) == (Notice(sid, "q-old", 3), None, 0)
+    assert current == Notice(sid, state.id, 0) and current.status == "in_progress"
+    assert "malformed notice" in caplog.text
 
 
 async def test_a_redis_store_refuses_a_client_that_decodes_responses() -> None:
@@ -674,7 +805,6 @@ async def test_fakeredis_going_away_raises_store_unavailable(listener: Listener)
     finally:
         await store.close()
         await client.aclose()
-
 
 
 async def test_a_failing_notice_handler_does_not_stop_later_notices(redis_client: Redis) -> None:

@@ -1,0 +1,438 @@
+"""broker/service.py in process, on a memory store that counts its reads: who wakes, who reads.
+
+A waiting agent call wakes only for what can end its wait, and takes the outcome from the
+notice that carries it; local clients follow a session from numbered notices, reading the
+store only when a number is missing. Writes "from another process" are made on the store
+directly, as another broker would; a lost notice is a write made while the store's notice
+handler is switched off.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+import pytest
+
+from broker import frames, machine
+from broker.config import Config
+from broker.machine import Questionnaire
+from broker.model import Question, StartInput, parse_tool_input
+from broker.service import Broker, Encoded, SessionHub, Wake, _watch
+from broker.store.base import Head, Notice, Presence
+from broker.store.memory import MemoryStore
+
+DEADLINE = 5.0  # seconds any awaited event may take
+
+
+def _questions() -> tuple[Question, ...]:
+    parsed = parse_tool_input(
+        {
+            "action": "start",
+            "questions": [
+                {"id": "target", "prompt": "Where?", "type": "single", "options": [{"id": "staging"}, {"id": "prod"}]},
+                {"id": "when", "prompt": "When?", "type": "single", "options": [{"id": "now"}, {"id": "later"}]},
+            ],
+        }
+    )
+    assert isinstance(parsed, StartInput)
+    return parsed.questions
+
+
+QUESTIONS = _questions()
+
+
+class CountingStore(MemoryStore):
+    """The memory store, counting the reads the service makes."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.reads: dict[str, int] = {"load": 0, "head": 0, "presence": 0, "queue": 0}
+
+    async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
+        self.reads["load"] += 1
+        return await super().load(session_id, questionnaire_id)
+
+    async def head(self, session_id: str) -> Head:
+        self.reads["head"] += 1
+        return await super().head(session_id)
+
+    async def presence(self, session_id: str, now: float) -> Presence:
+        self.reads["presence"] += 1
+        return await super().presence(session_id, now)
+
+    async def queue(self, session_id: str) -> list[str]:
+        self.reads["queue"] += 1
+        return await super().queue(session_id)
+
+    def reset(self) -> None:
+        self.reads = dict.fromkeys(self.reads, 0)
+
+    def silently(self) -> Any:
+        """A context in which writes publish nothing: their notices are lost."""
+        store = self
+
+        class _Silent:
+            def __enter__(self) -> None:
+                self.handler, store._on_notice = store._on_notice, None
+
+            def __exit__(self, *exc: object) -> None:
+                store._on_notice = self.handler
+
+        return _Silent()
+
+
+class Client:
+    """A connected client as the service sees it: frames land in a queue."""
+
+    def __init__(self, session_id: str) -> None:
+        self.client_id = f"c-{uuid.uuid4().hex[:8]}"
+        self.session_id = session_id
+        self.codec: frames.Codec = "json"
+        self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+
+    def deliver(self, frame: Encoded) -> None:
+        self.frames.put_nowait(frame.frame)
+
+    async def next(self, *types: str) -> dict[str, Any]:
+        """The next frame of one of ``types`` (others are skipped)."""
+        while True:
+            frame = await asyncio.wait_for(self.frames.get(), DEADLINE)
+            if frame["type"] in types:
+                return frame
+
+    def quiet(self) -> bool:
+        return self.frames.empty()
+
+
+@asynccontextmanager
+async def running(**config: Any) -> AsyncIterator[tuple[Broker, CountingStore]]:
+    store = CountingStore()
+    broker = Broker(Config(**{"client_wait": 60.0, **config}), store)
+    await broker.start()
+    try:
+        yield broker, store
+    finally:
+        await broker.stop()
+
+
+def new_session() -> str:
+    return f"s-{uuid.uuid4().hex[:8]}"
+
+
+async def joined(broker: Broker, session_id: str) -> Client:
+    client = Client(session_id)
+    await broker.join(client)
+    await client.next("welcome")
+    return client
+
+
+async def answer(broker: Broker, client: Client, question: dict[str, Any], option: str) -> None:
+    command = machine.AnswerQuestion(
+        question["questionnaireId"], question["step"], question["question"]["id"], (option,)
+    )
+    await broker.command(client, frames.CommandFrame(command))
+
+
+async def eventually(check: Callable[[], bool], what: str) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + DEADLINE
+    while not check():
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        await asyncio.sleep(0.005)
+
+
+def started(session_id: str) -> Questionnaire:
+    return machine.start(f"q-{uuid.uuid4().hex[:8]}", session_id, QUESTIONS, time.time())
+
+
+async def settle() -> None:
+    """Let notices queued by the memory store (delivered on later loop turns) run."""
+    for _ in range(5):
+        await asyncio.sleep(0)
+
+
+# --- waiting agent calls ----------------------------------------------------------------
+
+
+async def test_answers_that_decide_nothing_do_not_wake_the_waiting_agent() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        await client.next("idle")
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        first = await client.next("question")
+        store.reset()
+
+        await answer(broker, client, first, "staging")
+        second = await client.next("question")
+        await settle()
+
+        assert second["step"] == first["step"] + 1
+        assert not call.done()
+        assert store.reads == {"load": 0, "head": 0, "presence": 0, "queue": 0}
+
+        await answer(broker, client, second, "now")
+        status, body = await asyncio.wait_for(call, DEADLINE)
+
+        assert status == 200
+        assert body["details"]["status"] == "completed"
+        assert store.reads["load"] == 0  # the outcome came with the write that decided it
+
+
+async def test_presence_is_not_read_before_anything_can_be_due() -> None:
+    async with running(client_wait=60.0) as (broker, store):
+        sid = new_session()
+
+        status, body = await broker.start_questionnaire(sid, QUESTIONS, None, wait=0.05)
+
+        assert status == 202 and body["status"] == "pending"
+        assert store.reads["presence"] == 0
+
+
+async def test_nobody_there_still_ends_in_ui_unavailable() -> None:
+    async with running(client_wait=0.05) as (broker, store):
+        status, body = await broker.start_questionnaire(new_session(), QUESTIONS, None, wait=DEADLINE)
+
+        assert status == 200
+        assert (body["details"]["status"], body["details"]["cancellationReason"]) == (
+            "unavailable",
+            "ui_unavailable",
+        )
+        assert store.reads["presence"] >= 1
+
+
+async def test_the_last_local_client_leaving_wakes_waiting_agents_to_count_the_grace() -> None:
+    # The waiter saw a client and would sleep a whole (long) reconcile interval; the leave
+    # makes it look again, so the short grace ends the wait long before that.
+    async with running(client_wait=0.05, reconnect_grace=0.2, reconcile_interval=60.0) as (broker, _):
+        sid = new_session()
+        client = await joined(broker, sid)
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        await client.next("question")
+        await asyncio.sleep(0.1)  # past the client wait: the waiter has counted the client
+
+        await broker.leave(client)
+        status, body = await asyncio.wait_for(call, DEADLINE)
+
+        assert status == 200
+        assert (body["details"]["status"], body["details"]["cancellationReason"]) == ("unavailable", "ui_error")
+
+
+async def test_a_notice_from_an_older_broker_makes_agents_and_clients_look_again() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        question = await client.next("question")
+        state = await store.load(sid, question["questionnaireId"])
+        assert state is not None
+        with store.silently():  # "another broker" cancels it and publishes an old-style notice
+            cancelled = machine.apply(state, machine.Abort(), state.updated_at)
+            assert await store.compare_and_set(cancelled, state.version)
+
+        await broker._on_notice(Notice(sid, state.id, cancelled.version))
+
+        status, body = await asyncio.wait_for(call, DEADLINE)
+        assert status == 200 and body["details"]["status"] == "cancelled"
+        assert (await client.next("closed"))["questionnaireId"] == state.id
+        await client.next("idle")
+
+
+async def test_a_waiting_agent_whose_outcome_notice_is_lost_hears_of_it_at_the_reconciliation() -> None:
+    async with running(reconcile_interval=60.0) as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        question = await client.next("question")
+        state = await store.load(sid, question["questionnaireId"])
+        assert state is not None
+        with store.silently():
+            assert await store.compare_and_set(machine.apply(state, machine.Abort(), state.updated_at), state.version)
+        await settle()
+        assert not call.done()
+
+        await broker._reconcile()
+
+        status, body = await asyncio.wait_for(call, DEADLINE)
+        assert status == 200 and body["details"]["status"] == "cancelled"
+
+
+async def test_reconciliation_leaves_waiting_agents_alone_when_every_write_was_heard() -> None:
+    async with running(reconcile_interval=60.0) as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        await answer(broker, client, await client.next("question"), "staging")
+        await client.next("question")
+        await settle()
+        store.reset()
+
+        await broker._reconcile()
+        await broker._reconcile()
+        await settle()
+
+        assert not call.done()
+        assert store.reads == {"load": 0, "head": 0, "presence": 0, "queue": 0}
+        call.cancel()
+
+
+# --- rounds of waiting -----------------------------------------------------------------
+
+
+async def _watched(
+    poke: Callable[[SessionHub], None], questionnaire_id: str = "q-1", version: int = 0
+) -> Questionnaire | None:
+    hub = SessionHub("s")
+    hub.waiters = 1
+    wake: Wake = hub.wake
+    poke(hub)
+    loop = asyncio.get_running_loop()
+    return await _watch(wake, questionnaire_id, version, loop.time() + 0.05)
+
+
+def _state(questionnaire_id: str, version: int) -> Questionnaire:
+    """An outcome (cancelled) of ``questionnaire_id`` at ``version``."""
+    state = machine.apply(machine.start(questionnaire_id, "s", QUESTIONS, 0.0), machine.Abort(), 0.0)
+    return dataclasses.replace(state, version=version)
+
+
+async def test_a_waiter_follows_pokes_made_before_it_looked() -> None:
+    mine = _state("q-1", 3)
+
+    def two_pokes(hub: SessionHub) -> None:
+        hub.poke(_state("q-other", 9))
+        hub.poke(mine)
+
+    assert await _watched(two_pokes, "q-1", version=2) is mine
+
+
+async def test_an_outcome_no_newer_than_the_waiters_state_is_not_taken() -> None:
+    # A late notice of a clarification already resumed must not end the resumed wait.
+    assert await _watched(lambda hub: hub.poke(_state("q-1", 2)), "q-1", version=2) is None
+
+
+async def test_a_poke_without_an_outcome_means_read_again() -> None:
+    outcome = _state("q-1", 5)
+
+    def pokes(hub: SessionHub) -> None:
+        hub.poke()
+        hub.poke(outcome)
+
+    assert await _watched(pokes, "q-1", version=0) is None
+
+
+# --- clients following a session --------------------------------------------------------
+
+
+async def test_a_questionnaire_started_elsewhere_is_shown_from_its_notice() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        await client.next("idle")
+        store.reset()
+
+        state = await store.create(started(sid))  # as another broker would
+
+        question = await client.next("question")
+        assert question["questionnaireId"] == state.id
+        assert store.reads["head"] == 0 and store.reads["load"] == 0
+
+
+async def test_closing_the_shown_questionnaire_shows_the_next_without_a_read() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        first, second = await store.create(started(sid)), await store.create(started(sid))
+        question = await client.next("question")
+        assert question["questionnaireId"] == first.id
+        await answer(broker, client, question, "staging")
+        question = await client.next("question")
+        await settle()
+        store.reset()
+
+        await answer(broker, client, question, "later")
+
+        assert (await client.next("closed"))["questionnaireId"] == first.id
+        assert (await client.next("question"))["questionnaireId"] == second.id
+        await settle()
+        assert store.reads == {"load": 0, "head": 0, "presence": 0, "queue": 0}
+
+
+async def test_after_a_lost_notice_the_next_one_reads_the_store_and_shows_the_oldest() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        await client.next("idle")
+        with store.silently():
+            oldest = await store.create(started(sid))  # its notice is lost
+
+        await store.create(started(sid))  # numbered one past a write this process never heard of
+
+        question = await client.next("question")
+        assert question["questionnaireId"] == oldest.id
+        assert store.reads["head"] >= 1
+
+
+async def test_reconciliation_reads_only_the_sessions_behind_the_store() -> None:
+    async with running(reconcile_interval=60.0) as (broker, store):
+        behind, current = new_session(), new_session()
+        behind_client, current_client = await joined(broker, behind), await joined(broker, current)
+        await store.create(started(current))
+        await current_client.next("question")
+        with store.silently():
+            lost = await store.create(started(behind))
+        await settle()
+        store.reset()
+
+        await broker._reconcile()
+
+        assert (await behind_client.next("question"))["questionnaireId"] == lost.id
+        assert store.reads["head"] == 1
+        assert current_client.quiet()
+
+
+async def test_a_write_of_this_process_shows_even_with_earlier_notices_still_queued() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        state = await store.create(started(sid))
+        question = await client.next("question")
+        drafted = machine.apply(state, machine.Draft(state.id, state.step, ("prod",)), state.updated_at)
+        assert await store.compare_and_set(drafted, state.version)  # "elsewhere"; notice not yet handled
+
+        await answer(broker, client, question, "staging")  # the cached view is stale: re-run on the store's
+
+        following = await client.next("question")
+        assert following["step"] == question["step"] + 1
+        await settle()
+        hub = broker.hubs[sid]
+        assert hub.shown is not None and hub.shown.step == following["step"]
+        assert hub.seq == (await store.head(sid)).seq
+
+
+@pytest.mark.parametrize("outcome", ["clarify", "cancel"])
+async def test_every_outcome_written_by_a_client_ends_the_agents_wait(outcome: str) -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        client = await joined(broker, sid)
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        question = await client.next("question")
+        qid, step = question["questionnaireId"], question["step"]
+        command: machine.Command = (
+            machine.Clarify(qid, step, "Which staging?") if outcome == "clarify" else machine.Cancel(qid, step)
+        )
+        store.reset()
+
+        await broker.command(client, frames.CommandFrame(command))
+
+        status, body = await asyncio.wait_for(call, DEADLINE)
+        assert status == 200
+        assert body["details"]["status"] == ("needs_clarification" if outcome == "clarify" else "cancelled")
+        assert store.reads["load"] == 0
