@@ -41,6 +41,12 @@ def _info(server: RedisServer, field: str) -> str:
         return str(admin.info("replication").get(field))
 
 
+def _replica_online(primary: RedisServer) -> bool:
+    with redis.Redis(port=primary.port, socket_timeout=5) as admin:
+        replica = admin.info("replication").get("slave0")
+        return isinstance(replica, dict) and replica.get("state") == "online"
+
+
 @pytest.fixture
 def primary_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
     with redis_server("--repl-diskless-sync-delay", "0") as primary, redis_server() as replica:
@@ -48,6 +54,8 @@ def primary_and_replica() -> Iterator[tuple[RedisServer, RedisServer]]:
             admin.execute_command("REPLICAOF", "127.0.0.1", primary.port)
         wait_until(lambda: _info(replica, "master_link_status") == "up", timeout=15, what="the replica to sync")
         wait_until(lambda: _info(primary, "connected_slaves") == "1", timeout=15, what="the primary to see it")
+        # "Connected" is not yet "online": until the primary says so, WAIT counts no one.
+        wait_until(lambda: _replica_online(primary), timeout=15, what="the primary to count the replica online")
         yield primary, replica
 
 
@@ -74,7 +82,7 @@ async def test_a_commit_no_replica_acknowledges_raises_store_unavailable_but_sta
     primary_and_replica: tuple[RedisServer, RedisServer],
 ) -> None:
     primary, replica = primary_and_replica
-    store = RedisStore(primary.url, 3600.0, wait_replicas=1, wait_timeout=0.3)
+    store = RedisStore(primary.url, 3600.0, wait_replicas=1, wait_timeout=1.0)
     await store.start(Listener().on_notice, Listener().on_reconnect)
     try:
         sid = new_session()
