@@ -20,6 +20,8 @@ import fakeredis
 import msgpack
 import pytest
 from redis.asyncio import Redis
+from redis.asyncio.connection import Connection
+from redis.exceptions import DataError
 
 from broker import machine
 from broker.machine import Questionnaire
@@ -858,3 +860,51 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(
 
     assert caplog.records  # the reconnect was logged
     assert "SECRET" not in caplog.text
+
+
+async def test_the_scripts_survive_a_script_flush(real_redis: RedisServer, listener: Listener) -> None:
+    """The store calls EVALSHA itself: NOSCRIPT (a flush, a restarted Redis) loads the script again."""
+    store = RedisStore(real_redis.url, 3600.0)
+    await store.start(listener.on_notice, listener.on_reconnect)
+    admin = Redis.from_url(real_redis.url)
+    try:
+        sid = new_session()
+        await store.subscribe(sid)
+        state = await store.create(new_questionnaire(sid))
+        assert await listener.next_notice() == Notice(sid, state.id, 0)
+        await store.heartbeat(sid, "c-1", 30, NOW)
+        for _ in range(2):
+            await admin.script_flush()
+            done = completed(state)
+            written = await store.commit(done, state.version)
+            assert written is not None and written.head == Head(None, written.seq)
+            await admin.script_flush()
+            state = await store.create(new_questionnaire(sid))
+            assert await store.queue(sid) == [state.id]
+            await admin.script_flush()
+            assert await store.presence(sid, NOW) == Presence(1, NOW)
+    finally:
+        await admin.aclose()
+        await store.close()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("EVALSHA", "a" * 40, 2, "qb:{s}:q:x", "qb:{s}:seq", 0, -7, 2**63 - 1, 1700000000.25, b"\x97\x00", "\u00e9"),
+        ("SCRIPT LOAD", "return 1"),
+        (b"CLIENT KILL", "TYPE", "pubsub"),
+        ("SET", bytearray(b"k"), memoryview(b"v")),
+        ("SET", "k", 2**70),
+    ],
+)
+def test_commands_packed_in_c_are_the_bytes_redis_py_packs(command: tuple[object, ...]) -> None:
+    python = Connection()
+    fast = redis_store_module._packing_in_c(Connection)()
+    assert b"".join(fast.pack_command(*command)) == b"".join(python.pack_command(*command))
+
+
+def test_commands_packed_in_c_refuse_what_redis_py_refuses() -> None:
+    fast = redis_store_module._packing_in_c(Connection)()
+    with pytest.raises(DataError):
+        fast.pack_command("SET", "k", True)
