@@ -91,6 +91,7 @@ from broker.store.base import (
     StoreUnavailable,
     Written,
 )
+from broker.store.redis_wire import RedisWire
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
 # may wait for a free one before the store counts as unavailable.
@@ -103,12 +104,15 @@ logger = logging.getLogger(__name__)
 # a cluster adds CLUSTERDOWN, an uncovered slot and "no startup node answers").
 _UNREACHABLE: Final = (RedisConnectionError, RedisTimeoutError, OSError, ClusterError, RedisClusterException)
 
+_CONNECT_TIMEOUT: Final = 2.0
+_COMMAND_TIMEOUT: Final = 5.0  # seconds a command may go unanswered before its connection counts as dead
 _IDLE_PROBE: Final = 5.0  # seconds without traffic before a notice connection is PINGed
 _CONFIRM_TIMEOUT: Final = 5.0  # seconds for Redis to confirm a subscription
 _BACKOFF_MIN: Final = 0.05
 _BACKOFF_MAX: Final = 2.0
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
 _STANDALONE: Final = "redis"  # the name of the only link on a single Redis
+_OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
 _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
 
 # --- scripts --------------------------------------------------------------------------
@@ -291,8 +295,9 @@ def _reachable(what: str) -> Iterator[None]:
         raise StoreUnavailable(f"redis store: {what} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _decode_notice(data: Any) -> Notice | None:
-    """The notice in a published message, or None when it is not one (never raises)."""
+def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice | None:
+    """The notice in a published message, or None when it is not one (never raises);
+    ``decode`` turns its record into a state, when a receiver asks for it."""
     try:
         fields = msgpack.unpackb(data, raw=False)
     except (ValueError, TypeError, msgpack.UnpackException):
@@ -327,7 +332,7 @@ def _decode_notice(data: Any) -> Notice | None:
         version,
         status,
         seq,
-        None if record is None else Record(record, RedisStore._unpack),
+        None if record is None else Record(record, decode),
         next_head,
     )
 
@@ -573,12 +578,18 @@ class RedisStore(Store):
         if (cluster or isinstance(client, RedisCluster)) and (wait_replicas or wait_aof):
             raise ValueError("WAIT/WAITAOF after each write is not supported on a Redis Cluster (see docs/deploy.md)")
         self._owns_client = client is None
+        # The hot commands (the scripts, the reads) go over a pipelined connection of our own
+        # (redis_wire) where it can stand in for redis-py: one Redis, a plain redis:// URL,
+        # no WAIT after writes (that pipeline must run on the connection that wrote).
+        self._wire: RedisWire | None = None
+        if client is None and not cluster and not (wait_replicas or wait_aof):
+            self._wire = RedisWire.from_url(url, connect_timeout=_CONNECT_TIMEOUT, timeout=_COMMAND_TIMEOUT)
         if client is None:
             # One quick retry: the scripts are safe to repeat, and a broker should answer
             # 503 soon rather than hang while Redis is away.
             options: dict[str, Any] = {
-                "socket_connect_timeout": 2.0,
-                "socket_timeout": 5.0,
+                "socket_connect_timeout": _CONNECT_TIMEOUT,
+                "socket_timeout": _COMMAND_TIMEOUT,
                 "socket_keepalive": True,
             }
             if cluster:
@@ -628,6 +639,7 @@ class RedisStore(Store):
         # Notifications: channel -> session id, subscriptions Redis has yet to confirm, and
         # the links (notice connections) by endpoint name.
         self._subscribed: dict[bytes, str] = {}
+        self._own_records: dict[bytes, Questionnaire] = {}  # see _pack_own
         self._unconfirmed: dict[bytes, asyncio.Future[None]] = {}
         self._links: dict[str, _Link] = {}
         self._route_lock = asyncio.Lock()
@@ -645,7 +657,7 @@ class RedisStore(Store):
         args: list[EncodableT] = [
             state.id,
             state.version,
-            self._pack(state),
+            self._pack_own(state),
             _ms(self.retention),
             self._notice(state),
             NOTICE_STATE_LIMIT,
@@ -658,7 +670,7 @@ class RedisStore(Store):
 
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
         with _reachable("load"):
-            record = await self._client.hget(_questionnaire_prefix(session_id) + questionnaire_id, "s")
+            record = await self._command("HGET", _questionnaire_prefix(session_id) + questionnaire_id, "s")
         return None if record is None else self._unpack(record)
 
     async def commit(self, state: Questionnaire, expected_version: int) -> Written | None:
@@ -667,7 +679,7 @@ class RedisStore(Store):
         args: list[EncodableT] = [
             expected_version,
             state.version,
-            self._pack(state),
+            self._pack_own(state),
             _ms(self.retention),
             "1" if state.is_terminal else "0",
             state.id,
@@ -703,7 +715,7 @@ class RedisStore(Store):
                 values = list(await self._client.mget_nonatomic(keys)) if keys else []  # per slot
             else:
                 for start in range(0, len(keys), _MGET_CHUNK):
-                    values.extend(await self._client.mget(keys[start : start + _MGET_CHUNK]))
+                    values.extend(await self._command("MGET", *keys[start : start + _MGET_CHUNK]))
         return [0 if value is None else int(value) for value in values]
 
     async def _write(
@@ -726,10 +738,20 @@ class RedisStore(Store):
         """EVALSHA straight through the client, without redis-py's per-call Script wrapper;
         on NOSCRIPT (SCRIPT FLUSH, a restarted or failed-over Redis) load the script, again."""
         try:
-            return await self._client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            return await self._command("EVALSHA", script.sha, len(keys), *keys, *args)
         except NoScriptError:
-            script.sha = await self._client.script_load(script.script)
-            return await self._client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
+            if self._wire is None:
+                script.sha = await self._client.script_load(script.script)
+            else:
+                script.sha = bytes(await self._wire.execute("SCRIPT", "LOAD", script.script)).decode()
+            return await self._command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    async def _command(self, *args: Any) -> Any:
+        """One command, over the wire where there is one (its reply is the raw reply either way:
+        the store sends no command that redis-py's response callbacks would change)."""
+        if self._wire is not None:
+            return await self._wire.execute(*args)
+        return await self._client.execute_command(*args)
 
     def _durable(self, acknowledged: Any) -> bool:
         if isinstance(acknowledged, list):  # WAITAOF: [fsynced locally, replicas that fsynced]
@@ -839,6 +861,8 @@ class RedisStore(Store):
         self._unconfirmed.clear()
         self._on_notice = None
         self._on_reconnect = None
+        if self._wire is not None:
+            await self._wire.aclose()
         if self._owns_client:
             await self._client.aclose()
 
@@ -945,7 +969,7 @@ class RedisStore(Store):
             raise _Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
         if kind not in self._messages or channel not in self._subscribed:
             return  # a PONG, or a late notice of a session no longer subscribed
-        notice = _decode_notice(data)
+        notice = _decode_notice(data, self._decode_record)
         if notice is None:
             logger.warning("ignoring a malformed notice on %r", channel)
         elif self._on_notice is not None:
@@ -978,6 +1002,22 @@ class RedisStore(Store):
     def _pack(state: Questionnaire) -> bytes:
         packed: bytes = msgpack.packb(state.to_record(), use_bin_type=True)
         return packed
+
+    def _pack_own(self, state: Questionnaire) -> bytes:
+        """``state`` packed for a write of ours, remembered: the notice of that write comes
+        back to this process too, and then costs a lookup rather than a decoding."""
+        packed = self._pack(state)
+        own = self._own_records
+        own[packed] = state
+        if len(own) > _OWN_RECORDS:
+            del own[next(iter(own))]  # the oldest: its notice has long been read
+        return packed
+
+    def _decode_record(self, record: Any) -> Questionnaire:
+        """A notice's record as a state: one this process wrote is the very state it packed
+        (same bytes, so the same state), any other is decoded."""
+        state = self._own_records.get(record)
+        return self._unpack(record) if state is None else state
 
     @staticmethod
     def _unpack(record: Any) -> Questionnaire:

@@ -625,6 +625,32 @@ async def test_a_retried_compare_and_set_reports_its_own_write(redis_store: Redi
     assert await redis_store.load(sid, state.id) == drafted
 
 
+async def test_the_notice_of_its_own_write_gives_a_store_the_state_it_wrote(
+    redis_store: RedisStore, redis_client: Redis, listener: Listener
+) -> None:
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    other_process = RedisStore("redis://unused", 3600.0, client=redis_client)
+    ours = await redis_store.create(new_questionnaire(sid))
+    theirs = await other_process.create(new_questionnaire(sid))
+
+    notices = [await listener.next_notice() for _ in range(2)]
+
+    assert [n.record.state() if n.record else None for n in notices] == [ours, theirs]
+    assert notices[0].record is not None and notices[0].record.state() is ours  # not decoded again
+    assert notices[1].record is not None and notices[1].record.state() is not theirs  # decoded
+
+
+async def test_a_store_remembers_only_its_latest_writes(
+    redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(redis_store_module, "_OWN_RECORDS", 3)
+    sid = new_session()
+    states = [await redis_store.create(new_questionnaire(sid)) for _ in range(5)]
+
+    assert list(redis_store._own_records.values()) == states[-3:]
+
+
 async def test_a_state_too_large_for_a_notice_travels_without_it(
     redis_store: RedisStore, listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
