@@ -95,16 +95,20 @@ class _Connection(asyncio.Protocol):
         if self._failure is not None or self._transport is None:
             raise RedisConnectionError(str(self._failure or "not connected"))
         future: asyncio.Future[Any] = self._loop.create_future()
-        if not self._waiting:
+        idle = not self._waiting
+        if idle:
             self._progress = self._loop.time()
             if self._watchdog is None:
                 self._watchdog = self._loop.call_at(self._progress + self._timeout, self._check)
         self._waiting.append(future)
-        # Commands issued in the same turn of the event loop leave in one write (one system
-        # call instead of one each: under load, many sessions commit at once).
-        if not self._outbox:
-            self._loop.call_soon(self._flush)
-        self._outbox.append(packed)
+        if idle:
+            self._transport.write(packed)  # nothing else in flight: latency first
+        else:
+            # Busy: commands issued in the same turn of the event loop leave in one write (one
+            # system call instead of one each: under load, many sessions commit at once).
+            if not self._outbox:
+                self._loop.call_soon(self._flush)
+            self._outbox.append(packed)
         return future
 
     def _flush(self) -> None:
