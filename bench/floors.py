@@ -1,12 +1,18 @@
 """The floors qbroker is measured against, each side in its own process (run by bench/run.py).
 
     python bench/floors.py ws-server --port P          a bare `websockets` echo server
+        [--redis-write URL]                            ... that first writes each message to Redis
     python bench/floors.py ws-client --port P -n N     N sequential echo round trips -> JSON
         [--pace 5-10]                                  ... with a random 5-10 ms pause before each
     python bench/floors.py redis-client --url U -n N   N sequential redis-py GET round trips -> JSON
 
 Both sides run on uvloop (as qbroker's bots do) with compression off (as the bots connect).
 The payload is the size of a typical ``question`` frame, so framing costs are comparable.
+
+``--redis-write`` makes the echo server store every message in Redis (one script call through
+the broker's own pipelined connection, ``broker.store.redis_wire``) before echoing it: the
+least any broker that commits an answer before showing the next question can do on this
+machine, with no parsing, no state and no fan-out.
 """
 
 from __future__ import annotations
@@ -19,6 +25,7 @@ import math
 import random
 import sys
 import time
+from pathlib import Path
 from typing import Any
 
 PAYLOAD = json.dumps(
@@ -65,13 +72,36 @@ def summarize(samples: list[float]) -> dict[str, float | int]:
     return {"n": len(ordered), "p50": pct(50), "p90": pct(90), "p99": pct(99), "max": ordered[-1] * 1000.0}
 
 
-async def ws_server(port: int) -> None:
+# A write like the broker's commit, minus its checks: store the message, count, publish.
+WRITE_SCRIPT = """
+redis.call('SET', KEYS[1], ARGV[1])
+redis.call('INCR', KEYS[2])
+redis.call('PUBLISH', KEYS[3], ARGV[1])
+return 1
+"""
+
+
+async def ws_server(port: int, redis_url: str | None = None) -> None:
     from websockets.asyncio.server import serve
     from websockets.exceptions import ConnectionClosed
+
+    write: Any = None
+    if redis_url:
+        sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+        from broker.store.redis_wire import RedisWire
+
+        wire = RedisWire.from_url(redis_url, connect_timeout=2.0, timeout=5.0)
+        assert wire is not None
+        sha = (await wire.execute("SCRIPT", "LOAD", WRITE_SCRIPT)).decode()
+
+        async def write(message: Any) -> None:
+            await wire.execute("EVALSHA", sha, 3, "bench:msg", "bench:seq", "bench:events", message)
 
     async def echo(ws: Any) -> None:
         with contextlib.suppress(ConnectionClosed):  # idle clients just drop at the end
             async for message in ws:
+                if write is not None:
+                    await write(message)
                 await ws.send(message)
 
     async with serve(echo, "127.0.0.1", port, compression=None, ping_interval=20, max_size=1 << 20):
@@ -120,9 +150,13 @@ def main() -> int:
     parser.add_argument("--url", default="")
     parser.add_argument("-n", type=int, default=2000)
     parser.add_argument("--pace", default=None, help="ws-client: pause LOW-HIGH ms before each round trip")
+    parser.add_argument("--redis-write", default=None, help="ws-server: write each message to this Redis first")
     args = parser.parse_args()
+    if args.redis_write and not args.redis_write.startswith("redis://127.0.0.1:"):
+        print("floors: only a local redis (redis://127.0.0.1:PORT)", file=sys.stderr)
+        return 2
     if args.mode == "ws-server":
-        _run(ws_server(args.port))
+        _run(ws_server(args.port, args.redis_write))
         return 0
     if args.mode == "ws-client":
         pace = None

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from typing import Any
 from urllib.parse import urlsplit
+
+import orjson
 
 MAX_HEAD = 64 * 1024
 MAX_BODY = 16 * 1024 * 1024
@@ -71,7 +72,7 @@ class AgentHTTP:
             raise ConnectError(f"only http:// URLs: {url!r}")
         address = (parts.hostname, parts.port or 80)
         target = (parts.path or "/") + (f"?{parts.query}" if parts.query else "")
-        payload = b"" if body is None else json.dumps(body, ensure_ascii=False).encode()
+        payload = b"" if body is None else orjson.dumps(body)
         lines = [f"{method} {target} HTTP/1.1", f"Host: {parts.netloc}", f"Content-Length: {len(payload)}"]
         if body is not None:
             lines.append("Content-Type: application/json")

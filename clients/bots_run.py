@@ -361,6 +361,7 @@ class Bot:
         self.ref = 0
         self.rng = random.Random(f"{session.run.opts.seed}:{session.sid}:bot{index}")
         self.pending_answer: tuple[str, int, float] | None = None  # (questionnaire, step, sent at)
+        self.received_at = 0.0  # perf_counter() when the last frame arrived
         self.expect_view: tuple[str, int, int, Any] | None = None  # after a churn reconnect
         # The last command sent, with what to restore if the broker refuses it (an error
         # frame means "changed nothing"): (ref, round, step, expectation, clarified, last_acted).
@@ -456,6 +457,10 @@ class Bot:
         data: str | bytes = (
             orjson.dumps(frame).decode() if self.codec == "json" else msgpack.packb(frame, use_bin_type=True)
         )
+        pending = self.pending_answer
+        if pending is not None and frame.get("type") == "answer" and frame.get("step") == pending[1]:
+            # The latency runs from the moment the encoded answer leaves, like the echo floor's.
+            self.pending_answer = (pending[0], pending[1], time.perf_counter())
         await self.ws.send(data)
         self.stats.count("frames_out")
         if self.trace is not None:
@@ -464,6 +469,7 @@ class Bot:
     async def receive(self) -> dict[str, Any]:
         assert self.ws is not None
         raw = await self.ws.recv()
+        self.received_at = time.perf_counter()  # before decoding: the latencies end here
         self.stats.count("frames_in")
         if self.codec == "json":
             if not isinstance(raw, str):
@@ -495,7 +501,7 @@ class Bot:
 
     async def on_frame(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
-        now = time.perf_counter()
+        now = self.received_at
         if kind == "question":
             await self.on_question(frame, now)
         elif kind == "suspended":
