@@ -5,10 +5,6 @@ Each ``Broker`` owns its own registry, so several apps in one process (tests) do
 
 from __future__ import annotations
 
-import time
-from collections.abc import Iterator
-from contextlib import contextmanager
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
@@ -62,14 +58,6 @@ class Metrics:
         types = ("hello", "ping", "draft", "answer", "clarify", "cancel")
         self.frame_count = {t: self.frames.labels(t) for t in types}
         self.frame_timer = {t: self.frame_seconds.labels(t) for t in types}
-
-    @contextmanager
-    def timed(self, histogram: Histogram) -> Iterator[None]:
-        began = time.perf_counter()
-        try:
-            yield
-        finally:
-            histogram.observe(time.perf_counter() - began)
 
     def render(self) -> bytes:
         return generate_latest(self.registry)

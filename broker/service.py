@@ -373,8 +373,11 @@ class Broker:
     async def command(self, connection: Connection, frame: frames.CommandFrame) -> None:
         """Run a client command; on refusal send an ``error`` (and a fresh view if stale)."""
         hub = self._hub(connection.session_id)
-        with self.metrics.timed(self.metrics.frame_timer[frames.frame_type(frame)]):
+        began = time.perf_counter()
+        try:
             await self._command(hub, connection, frame)
+        finally:
+            self.metrics.frame_timer[frames.frame_type(frame)].observe(time.perf_counter() - began)
 
     async def _command(self, hub: SessionHub, connection: Connection, frame: frames.CommandFrame) -> None:
         session_id = connection.session_id
@@ -428,8 +431,11 @@ class Broker:
                 if cached:
                     continue  # judge the command against the store's state, not a cache
                 raise
-            with self.metrics.timed(self.metrics.commit_seconds):
+            began = time.perf_counter()
+            try:
                 written = await self.store.commit(new, state.version)
+            finally:
+                self.metrics.commit_seconds.observe(time.perf_counter() - began)
             if written is not None:
                 if new.is_outcome:
                     self.metrics.outcomes.labels(new.status, new.cancellation_reason or "").inc()

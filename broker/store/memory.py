@@ -163,9 +163,15 @@ class MemoryStore(Store):
         has finished its own fan-out, so its own write is not shown twice."""
         if self._on_notice is not None and state.session_id in self._subscribed:
             notice = Notice(state.session_id, state.id, state.version, state.status, seq, Record.of(state), head)
-            task: asyncio.Future[None] = asyncio.ensure_future(self._on_notice(notice))
-            self._pending.add(task)
-            task.add_done_callback(self._notice_done)
+            # Even the task is made on that turn: the writer's fan-out goes first, unhindered.
+            asyncio.get_running_loop().call_soon(self._deliver, notice)
+
+    def _deliver(self, notice: Notice) -> None:
+        if self._on_notice is None:
+            return  # closed meanwhile
+        task: asyncio.Future[None] = asyncio.ensure_future(self._on_notice(notice))
+        self._pending.add(task)
+        task.add_done_callback(self._notice_done)
 
     def _notice_done(self, task: asyncio.Future[None]) -> None:
         self._pending.discard(task)

@@ -60,7 +60,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager, suppress
 from typing import Any, Final
@@ -639,7 +639,7 @@ class RedisStore(Store):
         # Notifications: channel -> session id, subscriptions Redis has yet to confirm, and
         # the links (notice connections) by endpoint name.
         self._subscribed: dict[bytes, str] = {}
-        self._own_records: dict[bytes, Questionnaire] = {}  # see _pack_own
+        self._own_records: OrderedDict[bytes, Questionnaire] = OrderedDict()  # see _pack_own
         self._unconfirmed: dict[bytes, asyncio.Future[None]] = {}
         self._links: dict[str, _Link] = {}
         self._route_lock = asyncio.Lock()
@@ -1010,7 +1010,7 @@ class RedisStore(Store):
         own = self._own_records
         own[packed] = state
         if len(own) > _OWN_RECORDS:
-            del own[next(iter(own))]  # the oldest: its notice has long been read
+            own.popitem(last=False)  # the oldest: its notice has long been read
         return packed
 
     def _decode_record(self, record: Any) -> Questionnaire:
