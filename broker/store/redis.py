@@ -61,8 +61,8 @@ import asyncio
 import logging
 import math
 from collections import Counter, OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable
+from contextlib import suppress
 from typing import Any, Final
 
 import msgpack
@@ -122,22 +122,24 @@ _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short comm
 # a prelude (``_write_script``) that sets the store's publish command (PUBLISH), and find
 # the session's key prefix in the seq key's name, so that no call has to pass either.
 _LUA_MSGPACK: Final = """
-local function msgpack_uint(n)
-  local b = {}
-  for i = 8, 1, -1 do
-    b[i] = n % 256
-    n = math.floor(n / 256)
-  end
-  return string.char(207, b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8])
+local function msgpack_uint(n)  -- a uint 64 (the write numbers stay far below 2^53)
+  local hi = math.floor(n / 4294967296)
+  local lo = n - hi * 4294967296
+  return string.char(207, math.floor(hi / 16777216), math.floor(hi / 65536) % 256, math.floor(hi / 256) % 256,
+    hi % 256, math.floor(lo / 16777216), math.floor(lo / 65536) % 256, math.floor(lo / 256) % 256, lo % 256)
 end
-local function msgpack_bin(s)
-  local n = #s
-  return string.char(198, math.floor(n / 16777216) % 256, math.floor(n / 65536) % 256,
-    math.floor(n / 256) % 256, n % 256) .. s
+local function msgpack_bin_head(n)  -- the head of a bin 32 of n bytes
+  return string.char(198, math.floor(n / 16777216), math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
+end
+local function notice_of(prefix, record, limit, seq, head)  -- one string made, not one per part
+  if #record > limit then  -- too large to carry: nil
+    return prefix .. '\\192' .. msgpack_uint(seq) .. head
+  end
+  return prefix .. msgpack_bin_head(#record) .. record .. msgpack_uint(seq) .. head
 end
 local function msgpack_record(s, limit)
   if #s > limit then return '\\192' end  -- nil: too large to carry
-  return msgpack_bin(s)
+  return msgpack_bin_head(#s) .. s
 end
 """
 
@@ -162,8 +164,7 @@ redis.call('PEXPIRE', KEYS[1], ARGV[4])
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-local notice = ARGV[5] .. msgpack_record(ARGV[3], tonumber(ARGV[6])) .. msgpack_uint(seq) .. '\\192'
-redis.call(PUBLISH, session .. 'events', notice)
+redis.call(PUBLISH, session .. 'events', notice_of(ARGV[5], ARGV[3], tonumber(ARGV[6]), seq, '\\192'))
 return {1}
 """
 )
@@ -176,9 +177,10 @@ _COMPARE_AND_SET: Final = (
 --       notice record limit
 -- Returns 0 when the version moved on; else {seq} or, for a terminal state, {seq, 1, head
 -- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
-local current = redis.call('HMGET', KEYS[1], 'v', 's')
-if current[1] ~= ARGV[1] then
-  if current[1] == ARGV[2] and current[2] == ARGV[3] then return {0} end  -- a retry finds its own write
+local current = redis.call('HGET', KEYS[1], 'v')
+if current ~= ARGV[1] then
+  -- A retry finds its own write:
+  if current == ARGV[2] and redis.call('HGET', KEYS[1], 's') == ARGV[3] then return {0} end
   return 0
 end
 local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
@@ -205,8 +207,7 @@ if ARGV[5] == '1' then
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-local notice = ARGV[7] .. msgpack_record(ARGV[3], tonumber(ARGV[8])) .. msgpack_uint(seq) .. head
-redis.call(PUBLISH, session .. 'events', notice)
+redis.call(PUBLISH, session .. 'events', notice_of(ARGV[7], ARGV[3], tonumber(ARGV[8]), seq, head))
 return reply
 """
 )
@@ -286,13 +287,21 @@ def _ms(seconds: float) -> int:
     return max(1, math.ceil(seconds * 1000))
 
 
-@contextmanager
-def _reachable(what: str) -> Iterator[None]:
-    """Turn 'Redis cannot be reached' into ``StoreUnavailable``."""
-    try:
-        yield
-    except _UNREACHABLE as exc:
-        raise StoreUnavailable(f"redis store: {what} failed: {type(exc).__name__}: {exc}") from exc
+class _reachable:  # noqa: N801 - used as ``with _reachable("load"):``, like a function
+    """Turn 'Redis cannot be reached' into ``StoreUnavailable``. (A class, not a
+    ``@contextmanager``: it wraps every store call, and a generator costs a microsecond.)"""
+
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __enter__(self) -> None:
+        pass
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
+        if exc is not None and isinstance(exc, _UNREACHABLE):
+            raise StoreUnavailable(f"redis store: {self.what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice | None:
@@ -737,8 +746,11 @@ class RedisStore(Store):
     async def _run(self, script: AsyncScript, keys: list[str], args: list[EncodableT]) -> Any:
         """EVALSHA straight through the client, without redis-py's per-call Script wrapper;
         on NOSCRIPT (SCRIPT FLUSH, a restarted or failed-over Redis) load the script, again."""
+        wire = self._wire
         try:
-            return await self._command("EVALSHA", script.sha, len(keys), *keys, *args)
+            if wire is not None:  # (not through _command: one coroutine less on every write)
+                return await wire.execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            return await self._client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         except NoScriptError:
             if self._wire is None:
                 script.sha = await self._client.script_load(script.script)

@@ -625,6 +625,20 @@ async def test_a_retried_compare_and_set_reports_its_own_write(redis_store: Redi
     assert await redis_store.load(sid, state.id) == drafted
 
 
+async def test_large_write_numbers_travel_intact_in_notices(
+    redis_store: RedisStore, redis_client: Redis, listener: Listener
+) -> None:
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    await redis_client.set("qb:{" + sid + "}:seq", 2**40 + 255)  # every byte of the uint 64 used
+    state = await redis_store.create(new_questionnaire(sid))
+    assert await redis_store.compare_and_set(advanced(state, machine.Abort()), state.version)
+
+    notices = [await listener.next_notice() for _ in range(2)]
+
+    assert [n.seq for n in notices] == [2**40 + 256, 2**40 + 257]
+
+
 async def test_the_notice_of_its_own_write_gives_a_store_the_state_it_wrote(
     redis_store: RedisStore, redis_client: Redis, listener: Listener
 ) -> None:
