@@ -929,7 +929,9 @@ def _markdown(results: dict[str, Any], rows: list[list[str]], args: argparse.Nam
 machine, and compares each figure with the targets of issue 6. `--quick` does short runs
 (a smoke test); `--record docs/benchmarks.md` rewrites this page (`--note TEXT` adds a remark);
 `--profile DIR` also records py-spy profiles of the brokers during the throughput runs
-(summarize them with `python bench/profile_summary.py DIR/*.txt`).
+(summarize them with `python bench/profile_summary.py DIR/*.txt`). `python bench/answer_path.py
+[--store redis]` breaks one answer's path through the broker into stages (parse, state
+machine, commit, fan-out, write), with the median time of each.
 
 ## What is measured
 

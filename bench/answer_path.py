@@ -1,0 +1,230 @@
+"""Where an answer's time goes inside the broker: a stage-by-stage breakdown (not a test).
+
+    python bench/answer_path.py [--store memory|redis] [--count 300]
+
+Starts a broker (on Redis: a redis-server of its own and two brokers, the agent's and the
+clients'), runs ``qbroker bots`` with one session answering back to back, and prints, for
+the broker the bots are connected to, the median time between consecutive points of the
+answer -> next question path:
+
+    frame bytes arrive      uvicorn hands the socket's bytes to the websocket protocol
+    frame received          the websocket frame is parsed (ClientConnection.received)
+    handler runs            the connection's worker task starts on it
+    command begins          the frame is decoded and parsed (Broker.command)
+    state machine done      machine.apply returned the new state
+    commit returned         the store acknowledged the write (memory: at once; Redis: a script)
+    fan-out begins          Broker._follow_write
+    frame written           the next question's frame is on the socket (write_frame returned)
+
+Each point is a wrapper around one broker function that records ``perf_counter_ns()``; the
+wrappers cost ~1 us each, so the total is a little above the real figure. The breakdown is
+what the bench's ratios cannot show: which part of an answer is the broker's own work, and
+which the store's round trip. It patches the broker's internals by name: a renamed function
+makes it fail loudly rather than measure the wrong thing.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH))
+sys.path.insert(0, str(BENCH.parent))
+
+import run as bench  # noqa: E402 - bench/run.py: its process helpers
+
+# (label, module, class or None, function) in the order an answer passes them.
+POINTS = [
+    ("frame bytes arrive", "broker.ws", "ClientSocket", "data_received"),
+    ("frame received", "broker.ws", "ClientConnection", "received"),
+    ("handler runs", "broker.ws", "ClientConnection", "_work"),
+    ("command begins", "broker.service", "Broker", "command"),
+    ("state machine done", None, None, "apply"),
+    ("commit returned", None, None, "commit"),
+    ("fan-out begins", "broker.service", "Broker", "_follow_write"),
+    ("frame written", "broker.ws", "ClientSocket", "write_frame"),
+]
+
+
+def install_probes(dump_to: Path) -> None:
+    """In the broker process: wrap each point's function; SIGUSR1 writes the samples."""
+    import asyncio
+    import importlib
+
+    from broker import service
+
+    clock = time.perf_counter_ns
+    stamps: dict[str, int] = {}
+    samples: list[dict[str, int]] = []
+
+    def before(label: str, function: Any) -> Any:
+        if asyncio.iscoroutinefunction(function):
+
+            async def timed_async(*args: Any, **kwargs: Any) -> Any:
+                stamps[label] = clock()
+                return await function(*args, **kwargs)
+
+            return timed_async
+
+        def timed(*args: Any, **kwargs: Any) -> Any:
+            stamps[label] = clock()
+            return function(*args, **kwargs)
+
+        return timed
+
+    for label, module_name, class_name, name in POINTS:
+        if label == "state machine done":
+            apply = service.machine.apply
+
+            def applied(*args: Any, _apply: Any = apply, **kwargs: Any) -> Any:
+                state = _apply(*args, **kwargs)
+                stamps["state machine done"] = clock()
+                return state
+
+            service.machine.apply = applied  # type: ignore[assignment]
+        elif label == "commit returned":
+            store_class = _store_class()
+            commit = store_class.commit
+
+            async def committed(*args: Any, _commit: Any = commit, **kwargs: Any) -> Any:
+                written = await _commit(*args, **kwargs)
+                stamps["commit returned"] = clock()
+                return written
+
+            store_class.commit = committed  # type: ignore[method-assign]
+        elif label == "frame written":
+            owner = getattr(importlib.import_module(str(module_name)), str(class_name))
+            write_frame = owner.write_frame
+
+            def written(self: Any, data: bytes, text: bool, _write: Any = write_frame) -> None:
+                _write(self, data, text)
+                stamps["frame written"] = clock()
+                if all(point[0] in stamps for point in POINTS):
+                    samples.append(dict(stamps))
+                stamps.clear()
+
+            owner.write_frame = written
+        else:
+            owner = getattr(importlib.import_module(str(module_name)), str(class_name))
+            setattr(owner, name, before(label, getattr(owner, name)))
+
+    def dump(*_: Any) -> None:
+        dump_to.write_text(json.dumps(samples))
+
+    signal.signal(signal.SIGUSR1, dump)
+
+
+def _store_class() -> type:
+    """The store class the broker will use: Redis when it is given a Redis URL."""
+    from broker.store.memory import MemoryStore
+    from broker.store.redis import RedisStore
+
+    return RedisStore if os.environ.get("QBROKER_REDIS_URL") else MemoryStore
+
+
+def serve(port: int, dump_to: Path) -> None:
+    install_probes(dump_to)
+    from broker.cli import main
+
+    sys.argv = ["qbroker", "serve", "--host", "127.0.0.1", "--port", str(port)]
+    main()
+
+
+def report(samples: list[dict[str, int]]) -> None:
+    labels = [point[0] for point in POINTS]
+    print(f"{len(samples)} answers; median time from the previous point, in microseconds")
+    total = 0.0
+    for previous, label in zip(labels, labels[1:], strict=False):
+        gaps = [(s[label] - s[previous]) / 1000 for s in samples if s[label] >= s[previous]]
+        median = statistics.median(gaps) if gaps else float("nan")
+        total += median
+        print(f"  {label:<20} {median:8.1f}")
+    whole = statistics.median((s[labels[-1]] - s[labels[0]]) / 1000 for s in samples)
+    print(f"  {'whole path':<20} {whole:8.1f}  (median of the whole; the stages sum to {total:.1f})")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--store", choices=("memory", "redis"), default="memory")
+    parser.add_argument("--count", type=int, default=300, help="questionnaires (3 answers each)")
+    parser.add_argument("--serve", type=int, default=None, help=argparse.SUPPRESS)  # the broker process
+    parser.add_argument("--dump", type=Path, default=None, help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.serve is not None:
+        serve(args.serve, args.dump)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="qbroker-answer-path-") as tmp, bench.redis_server() as redis_url:
+        if args.store == "redis" and redis_url is None:
+            print("answer_path: --store redis needs redis-server on PATH", file=sys.stderr)
+            return 2
+        env = bench.child_env(
+            QBROKER_DATA_DIR=tmp,
+            QBROKER_LOG_LEVEL="warning",
+            QBROKER_RATE_LIMIT="1000000",
+            QBROKER_RATE_BURST="1000000",
+        )
+        if args.store == "redis":
+            env["QBROKER_REDIS_URL"] = str(redis_url)
+        dump = Path(tmp) / "samples.json"
+        probed_port, agent_port = bench.free_port(), bench.free_port()
+        processes = [
+            subprocess.Popen(
+                [bench.PY, __file__, "--serve", str(probed_port), "--dump", str(dump)],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        ]
+        urls = [f"http://127.0.0.1:{probed_port}"]
+        if args.store == "redis":  # the agent's calls go to a second broker, as in the bench
+            processes.append(
+                subprocess.Popen(
+                    [bench.PY, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(agent_port)],
+                    env=env,
+                    cwd=bench.REPO,
+                    stdout=subprocess.DEVNULL,
+                    stderr=subprocess.DEVNULL,
+                )
+            )
+            urls.insert(0, f"http://127.0.0.1:{agent_port}")
+        try:
+            for port in (probed_port, agent_port) if args.store == "redis" else (probed_port,):
+                if not bench.wait_port(port, 30):
+                    print("answer_path: a broker did not start", file=sys.stderr)
+                    return 1
+            time.sleep(0.5)
+            bots = subprocess.run(
+                [bench.PY, "-m", "broker.cli", "bots", "--url", ",".join(urls), "--sessions", "1"]
+                + ["--count", str(args.count), "--think-time", "0", "--questions", "3", "--json"],
+                env=env,
+                cwd=bench.REPO,
+                capture_output=True,
+                text=True,
+                timeout=600,
+            )
+            latency = json.loads(bots.stdout)["latency_ms"]["answer_to_next_question"]
+            processes[0].send_signal(signal.SIGUSR1)
+            deadline = time.monotonic() + 10
+            while not dump.exists() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            samples = json.loads(dump.read_text())
+        finally:
+            for process in processes:
+                bench.stop(process)
+    print(f"store: {args.store}; answer -> next question at the bots: p50 {latency['p50']:.3f} ms")
+    report(samples)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
