@@ -28,7 +28,7 @@ import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final, Protocol
 
 from broker import availability, frames, machine, results
 from broker.config import Config
@@ -46,6 +46,9 @@ log = logging.getLogger("qbroker.service")
 MAX_CAS_ATTEMPTS = 16
 # How long a session hub with no clients and no waiting agent call keeps its subscription.
 HUB_LINGER = 30.0
+# The two subscriptions a hub can hold to its session's notices (SessionHub.subscribed).
+EVERY_WRITE: Final = "every write"
+OUTCOMES_ONLY: Final = "outcomes only"
 
 
 class Connection(Protocol):
@@ -114,8 +117,11 @@ class SessionHub:
     seq: int | None = None
     heard: int = 0  # the highest write number of the notices heard
     counted: int | None = None  # the session's write count at the last reconciliation
-    subscribed: bool = False  # registered with the store (it may not have confirmed yet)
-    confirmed: bool = False  # the store confirmed the subscription
+    # Subscriptions registered with the store (EVERY_WRITE, OUTCOMES_ONLY), and those it
+    # confirmed. Local clients need every write; agent calls alone, only outcomes. One for
+    # outcomes stays when the hub gains clients (an outcome's notice then comes twice).
+    subscribed: set[str] = field(default_factory=set)
+    confirmed: set[str] = field(default_factory=set)
     idle_since: float | None = None  # monotonic time it lost its last client/waiter
     lock: asyncio.Lock = field(default_factory=asyncio.Lock)
     wake: Wake = field(default_factory=Wake)
@@ -251,7 +257,7 @@ class Broker:
         try:
             # Inside the try: a subscription Redis never confirms raises StoreUnavailable
             # (a 503), and the waiter must not stay counted, or the hub would never go.
-            await self._ensure_subscribed(hub)
+            await self._ensure_subscribed(hub, every_write=False)
             return await self._wait(hub, questionnaire_id, wait, None, hub.wake)
         finally:
             hub.waiters -= 1
@@ -265,7 +271,7 @@ class Broker:
         hub = self._hub(session_id)
         hub.waiters += 1
         try:
-            await self._ensure_subscribed(hub)
+            await self._ensure_subscribed(hub, every_write=False)
             wake = hub.wake
             state = await write()
             return await self._wait(hub, state.id, wait, state, wake)
@@ -348,7 +354,7 @@ class Broker:
                 if state is not None:
                     await self._enforce_availability(state)
             await self.store.heartbeat(connection.session_id, connection.client_id, self._presence_ttl, now)
-            await self._ensure_subscribed(hub)
+            await self._ensure_subscribed(hub, every_write=True)
             connection.deliver(Encoded(frames.welcome(connection.client_id, connection.session_id)))
             await self.refresh(hub, newcomer=connection)
         finally:
@@ -604,13 +610,16 @@ class Broker:
         hub.idle_since = None
         return hub
 
-    async def _ensure_subscribed(self, hub: SessionHub) -> None:
-        """Return once the store confirmed the session's subscription (callers meanwhile
-        share the store's wait for it), so that no notice after it can be missed."""
-        if not hub.confirmed:
-            hub.subscribed = True
-            await self.store.subscribe(hub.session_id)
-            hub.confirmed = True
+    async def _ensure_subscribed(self, hub: SessionHub, every_write: bool) -> None:
+        """Return once the store confirmed a subscription to the session's notices of
+        ``every_write`` or only of outcomes (callers meanwhile share the store's wait for
+        it), so that no notice after it can be missed."""
+        kind = EVERY_WRITE if every_write else OUTCOMES_ONLY
+        if EVERY_WRITE in hub.confirmed or kind in hub.confirmed:
+            return
+        hub.subscribed.add(kind)
+        await self.store.subscribe(hub.session_id, outcomes_only=kind == OUTCOMES_ONLY)
+        hub.confirmed.add(kind)
 
     async def _release(self, hub: SessionHub) -> None:
         """Note that ``hub`` lost its last client or waiter; the reconcile loop drops it later.
@@ -634,9 +643,9 @@ class Broker:
         if hub.interested or self.hubs.get(hub.session_id) is not hub:
             return
         del self.hubs[hub.session_id]
-        if hub.subscribed:
+        for kind in hub.subscribed:
             with contextlib.suppress(StoreUnavailable):
-                await self.store.unsubscribe(hub.session_id)
+                await self.store.unsubscribe(hub.session_id, outcomes_only=kind == OUTCOMES_ONLY)
 
     def local_clients(self, session_id: str) -> int:
         hub = self.hubs.get(session_id)

@@ -183,12 +183,15 @@ class Store(abc.ABC):
     # --- notifications ----------------------------------------------------------------
 
     @abc.abstractmethod
-    async def subscribe(self, session_id: str) -> None:
-        """Start delivering this session's notices to the handler given to ``start``."""
+    async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
+        """Start delivering this session's notices to the handler given to ``start``: every
+        write's, or (``outcomes_only``) only those of writes that reached an outcome (a
+        process with only agent calls waiting on a session needs no more). A session
+        subscribed both ways may get an outcome's notice twice."""
 
     @abc.abstractmethod
-    async def unsubscribe(self, session_id: str) -> None:
-        """Stop delivering this session's notices."""
+    async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
+        """Stop delivering this session's notices (of that subscription)."""
 
     # --- life cycle -------------------------------------------------------------------
 

@@ -57,7 +57,8 @@ class MemoryStore(Store):
     def __init__(self, retention: float = 7 * 24 * 3600.0) -> None:
         self.retention = retention
         self._sessions: defaultdict[str, _Session] = defaultdict(_Session)
-        self._subscribed: set[str] = set()
+        self._subscribed: set[str] = set()  # every write's notices
+        self._subscribed_to_outcomes: set[str] = set()  # only outcomes' notices
         self._on_notice: NoticeHandler | None = None
         self._pending: set[asyncio.Future[None]] = set()
 
@@ -144,11 +145,11 @@ class MemoryStore(Store):
                 session.last_seen = max(session.last_seen or expiry, expiry)
         return Presence(len(session.clients), session.last_seen)
 
-    async def subscribe(self, session_id: str) -> None:
-        self._subscribed.add(session_id)
+    async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
+        (self._subscribed_to_outcomes if outcomes_only else self._subscribed).add(session_id)
 
-    async def unsubscribe(self, session_id: str) -> None:
-        self._subscribed.discard(session_id)
+    async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
+        (self._subscribed_to_outcomes if outcomes_only else self._subscribed).discard(session_id)
 
     async def start(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> None:
         self._on_notice = on_notice
@@ -161,7 +162,10 @@ class MemoryStore(Store):
     def _notify(self, state: Questionnaire, seq: int, head: Head | None) -> None:
         """Deliver the notice on the next loop turn, as pub/sub would: after the writer
         has finished its own fan-out, so its own write is not shown twice."""
-        if self._on_notice is not None and state.session_id in self._subscribed:
+        sid = state.session_id
+        if self._on_notice is not None and (
+            sid in self._subscribed or (state.is_outcome and sid in self._subscribed_to_outcomes)
+        ):
             notice = Notice(state.session_id, state.id, state.version, state.status, seq, Record.of(state), head)
             # Even the task is made on that turn: the writer's fan-out goes first, unhindered.
             asyncio.get_running_loop().call_soon(self._deliver, notice)

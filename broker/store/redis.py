@@ -9,11 +9,16 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:clients       zset  client id -> heartbeat expiry (Unix seconds)
     qb:{sid}:seen          string  last time the session had a client (Unix seconds)
     qb:{sid}:events        channel  a notice after every write (below)
+    qb:{sid}:outcomes      channel  the same notice again after a write that reached an outcome
 
 Every write is one Lua script, so it is one round trip and atomic: compare-and-set checks
 the version, maintains the queue, counts the write, renews the retention TTL and publishes
 the notice in the same step; one that closes a questionnaire also finds the session's next
 head, and returns it with the write's number, so the writer needs no second read.
+
+A write that reached an outcome (completed, cancelled, unavailable, needs_clarification)
+publishes its notice on the outcomes channel too: a process where only agent calls wait on
+a session subscribes to that channel alone and is not woken by every answer.
 
 A notice is a msgpack array ``[sid, id, version, status, record, seq, head]``: the record
 is the written state (nil when larger than ``NOTICE_STATE_LIMIT``), ``seq`` the write's
@@ -174,7 +179,7 @@ _COMPARE_AND_SET: Final = (
     + """
 -- KEYS: questionnaire hash, queue, seq
 -- ARGV: expected version, new version, record, retention ms, '1' if terminal, id, notice prefix,
---       notice record limit
+--       notice record limit, '1' if an outcome (the notice also goes to the outcomes channel)
 -- Returns 0 when the version moved on; else {seq} or, for a terminal state, {seq, 1, head
 -- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
 local current = redis.call('HGET', KEYS[1], 'v')
@@ -207,7 +212,11 @@ if ARGV[5] == '1' then
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[4])
 redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call(PUBLISH, session .. 'events', notice_of(ARGV[7], ARGV[3], tonumber(ARGV[8]), seq, head))
+local notice = notice_of(ARGV[7], ARGV[3], tonumber(ARGV[8]), seq, head)
+redis.call(PUBLISH, session .. 'events', notice)
+if ARGV[9] == '1' then
+  redis.call(PUBLISH, session .. 'outcomes', notice)
+end
 return reply
 """
 )
@@ -278,9 +287,9 @@ def _questionnaire_prefix(session_id: str) -> str:
     return _prefix(session_id) + "q:"
 
 
-def channel_for(session_id: str) -> str:
-    """The pub/sub channel of a session's notices."""
-    return _prefix(session_id) + "events"
+def channel_for(session_id: str, outcomes_only: bool = False) -> str:
+    """The pub/sub channel of a session's notices: of every write, or of outcomes only."""
+    return _prefix(session_id) + ("outcomes" if outcomes_only else "events")
 
 
 def _ms(seconds: float) -> int:
@@ -694,6 +703,7 @@ class RedisStore(Store):
             state.id,
             self._notice(state),
             NOTICE_STATE_LIMIT,
+            "1" if state.is_outcome else "0",
         ]
         with _reachable("compare_and_set"):
             reply = await self._write(self._compare_and_set, keys, args, lambda r: isinstance(r, list))
@@ -792,9 +802,9 @@ class RedisStore(Store):
 
     # --- notifications --------------------------------------------------------------
 
-    async def subscribe(self, session_id: str) -> None:
+    async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         """Returns once Redis confirmed the subscription (or at once before ``start``)."""
-        channel = channel_for(session_id).encode()
+        channel = channel_for(session_id, outcomes_only).encode()
         pending = self._unconfirmed.get(channel)
         if channel in self._subscribed and pending is None:
             return
@@ -819,8 +829,8 @@ class RedisStore(Store):
             # Stays registered: its link subscribes it again after reconnecting.
             raise StoreUnavailable(f"redis store: subscription to {session_id!r} not confirmed") from exc
 
-    async def unsubscribe(self, session_id: str) -> None:
-        channel = channel_for(session_id).encode()
+    async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
+        channel = channel_for(session_id, outcomes_only).encode()
         if self._subscribed.pop(channel, None) is None:
             return
         pending = self._unconfirmed.pop(channel, None)

@@ -444,6 +444,47 @@ async def test_an_unsubscribed_session_gets_no_more_notices(store: Store, listen
     assert await listener.next_notice() == Notice(staying, state.id, 0)
 
 
+async def test_a_subscription_to_outcomes_only_hears_only_writes_that_reached_one(
+    store: Store, listener: Listener
+) -> None:
+    sid, marker_sid = new_session(), new_session()
+    await store.subscribe(sid, outcomes_only=True)
+    await store.subscribe(marker_sid)
+    state = await store.create(new_questionnaire(sid))
+    drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
+    assert await store.compare_and_set(drafted, state.version)
+    clarify = advanced(drafted, machine.Clarify(state.id, 0, "Which staging?"))
+    assert await store.compare_and_set(clarify, drafted.version)
+    resumed = advanced(clarify, machine.Resume(1, "The EU one."))
+    assert await store.compare_and_set(resumed, clarify.version)
+    cancelled = advanced(resumed, machine.Abort())
+    assert await store.compare_and_set(cancelled, resumed.version)
+    marker = await store.create(new_questionnaire(marker_sid))  # (notices come in order)
+
+    notices = [await listener.next_notice() for _ in range(3)]
+
+    assert [(n.questionnaire_id, n.status) for n in notices] == [
+        (state.id, "needs_clarification"),
+        (state.id, "cancelled"),
+        (marker.id, "in_progress"),
+    ]
+
+
+async def test_an_outcomes_only_subscription_ends_on_its_own(store: Store, listener: Listener) -> None:
+    sid = new_session()
+    await store.subscribe(sid)
+    await store.subscribe(sid, outcomes_only=True)
+    await store.unsubscribe(sid, outcomes_only=True)
+    state = await store.create(new_questionnaire(sid))
+    assert await store.compare_and_set(advanced(state, machine.Abort()), state.version)
+
+    notices = [await listener.next_notice() for _ in range(2)]
+    await asyncio.sleep(0.1)
+
+    assert [n.status for n in notices] == ["in_progress", "cancelled"]
+    assert listener.notices.empty()  # the outcome once: the other subscription is gone
+
+
 async def test_subscribing_twice_delivers_each_notice_once(store: Store, listener: Listener) -> None:
     sid = new_session()
     await store.subscribe(sid)

@@ -23,7 +23,7 @@ from broker import frames, machine
 from broker.config import Config
 from broker.machine import Questionnaire
 from broker.model import Question, StartInput, parse_tool_input
-from broker.service import Broker, Encoded, SessionHub, Wake, _watch
+from broker.service import EVERY_WRITE, OUTCOMES_ONLY, Broker, Encoded, SessionHub, Wake, _watch
 from broker.store.base import Head, Notice, Presence
 from broker.store.memory import MemoryStore
 
@@ -281,6 +281,72 @@ async def test_reconciliation_leaves_waiting_agents_alone_when_every_write_was_h
         assert not call.done()
         assert store.reads == {"load": 0, "head": 0, "presence": 0, "queue": 0}
         call.cancel()
+
+
+def hearing(store: CountingStore) -> list[str | None]:
+    """The statuses of the notices the broker is handed from now on, in order."""
+    heard: list[str | None] = []
+    handler = store._on_notice
+    assert handler is not None
+
+    async def listening(notice: Notice) -> None:
+        heard.append(notice.status)
+        await handler(notice)
+
+    store._on_notice = listening
+    return heard
+
+
+async def answered_elsewhere(store: CountingStore, state: Questionnaire, *options: str) -> Questionnaire:
+    """Answer ``state``'s questions with ``options`` as a client on another process would."""
+    for option in options:
+        question = state.current_question
+        assert question is not None
+        command = machine.AnswerQuestion(state.id, state.step, question.id, (option,))
+        new = machine.apply(state, command, state.updated_at)
+        assert await store.compare_and_set(new, state.version)
+        state = new
+    return state
+
+
+async def test_where_only_agent_calls_wait_the_process_hears_only_outcomes() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        heard = hearing(store)
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        await eventually(lambda: sid in broker.hubs and bool(broker.hubs[sid].confirmed), "the call subscribed")
+        head = await store.head(sid)
+        assert head.state is not None
+
+        await answered_elsewhere(store, head.state, "staging", "now")
+        status, body = await asyncio.wait_for(call, DEADLINE)
+
+        assert status == 200 and body["details"]["status"] == "completed"
+        assert broker.hubs[sid].subscribed == {OUTCOMES_ONLY}
+        assert heard == ["completed"]  # not the start, not the first answer
+
+
+async def test_a_client_joining_where_an_agent_waits_makes_the_process_hear_every_write() -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        await eventually(lambda: sid in broker.hubs and bool(broker.hubs[sid].confirmed), "the call subscribed")
+        client = await joined(broker, sid)
+        first = await client.next("question")
+        heard = hearing(store)
+        head = await store.head(sid)
+        assert head.state is not None
+
+        await answered_elsewhere(store, head.state, "staging")  # another process's client
+        second = await client.next("question")
+        await answer(broker, client, second, "now")
+        status, body = await asyncio.wait_for(call, DEADLINE)
+
+        assert second["step"] == first["step"] + 1
+        assert status == 200 and body["details"]["status"] == "completed"
+        assert broker.hubs[sid].subscribed == {OUTCOMES_ONLY, EVERY_WRITE}
+        await settle()
+        assert heard[0] == "in_progress" and set(heard[1:]) == {"completed"}  # (an outcome may come twice)
 
 
 # --- rounds of waiting -----------------------------------------------------------------
