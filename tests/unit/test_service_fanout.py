@@ -297,6 +297,14 @@ def hearing(store: CountingStore) -> list[str | None]:
     return heard
 
 
+async def agent_waiting(broker: Broker, session_id: str) -> asyncio.Task[tuple[int, dict[str, Any]]]:
+    """An agent's start call on ``session_id``, waiting (its subscription confirmed)."""
+    call = asyncio.create_task(broker.start_questionnaire(session_id, QUESTIONS, None, wait=DEADLINE * 2))
+    hubs = broker.hubs
+    await eventually(lambda: session_id in hubs and bool(hubs[session_id].confirmed), "the call subscribed")
+    return call
+
+
 async def answered_elsewhere(store: CountingStore, state: Questionnaire, *options: str) -> Questionnaire:
     """Answer ``state``'s questions with ``options`` as a client on another process would."""
     for option in options:
@@ -313,8 +321,7 @@ async def test_where_only_agent_calls_wait_the_process_hears_only_outcomes() -> 
     async with running() as (broker, store):
         sid = new_session()
         heard = hearing(store)
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
-        await eventually(lambda: sid in broker.hubs and bool(broker.hubs[sid].confirmed), "the call subscribed")
+        call = await agent_waiting(broker, sid)
         head = await store.head(sid)
         assert head.state is not None
 
@@ -329,8 +336,7 @@ async def test_where_only_agent_calls_wait_the_process_hears_only_outcomes() -> 
 async def test_a_client_joining_where_an_agent_waits_makes_the_process_hear_every_write() -> None:
     async with running() as (broker, store):
         sid = new_session()
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
-        await eventually(lambda: sid in broker.hubs and bool(broker.hubs[sid].confirmed), "the call subscribed")
+        call = await agent_waiting(broker, sid)
         client = await joined(broker, sid)
         first = await client.next("question")
         heard = hearing(store)
