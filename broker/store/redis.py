@@ -96,7 +96,7 @@ from broker.store.base import (
     StoreUnavailable,
     Written,
 )
-from broker.store.redis_wire import RedisWire
+from broker.store.redis_wire import NoticeConnection, RedisWire
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
 # may wait for a free one before the store counts as unavailable.
@@ -919,6 +919,9 @@ class RedisStore(Store):
         return link
 
     def _connection_factory(self, name: str) -> Callable[[], AbstractConnection]:
+        wire = self._wire
+        if wire is not None:  # (our own, like the commands': cheaper per notice read)
+            return lambda: NoticeConnection(wire)  # type: ignore[return-value]
         if not isinstance(self._client, RedisCluster):
             return self._client.connection_pool.make_connection
         node: ClusterNode | None = self._client.nodes_manager.get_node(node_name=name)

@@ -21,6 +21,7 @@ It keeps the rules of the redis-py client it stands in for (``RedisStore``'s poo
 
 Only for a plain ``redis://`` URL (TCP, RESP2, optional user, password and database); TLS,
 unix sockets, other URL options and clusters stay with redis-py (``from_url`` says None).
+The store's notice links use ``NoticeConnection`` (below) on the same terms.
 """
 
 from __future__ import annotations
@@ -252,6 +253,16 @@ class RedisWire:
             self._connection = connection
             return connection
 
+    def _setup(self) -> list[tuple[str | int, ...]]:
+        """The commands that start every connection: AUTH, SELECT, as the URL says."""
+        setup: list[tuple[str | int, ...]] = []
+        if self._password is not None:
+            credentials = (self._password,) if self._username is None else (self._username, self._password)
+            setup.append(("AUTH", *credentials))
+        if self._db:
+            setup.append(("SELECT", self._db))
+        return setup
+
     async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         where = f"{self._host}:{self._port}"
@@ -262,16 +273,128 @@ class RedisWire:
             raise RedisTimeoutError(f"Timeout connecting to {where}") from exc
         except OSError as exc:
             raise RedisConnectionError(f"Error connecting to {where}: {exc}") from exc
-        setup: list[tuple[str | int, ...]] = []
-        if self._password is not None:
-            credentials = (self._password,) if self._username is None else (self._username, self._password)
-            setup.append(("AUTH", *credentials))
-        if self._db:
-            setup.append(("SELECT", self._db))
         try:
-            for command in setup:
+            for command in self._setup():
                 await connection.call(hiredis.pack_command(command))  # type: ignore[arg-type]
         except BaseException:
             connection.close()
             raise
         return connection
+
+
+class NoticeConnection(asyncio.Protocol):
+    """A pub/sub connection for the store's notice links (``_Link`` in redis.py), in place of
+    a redis-py connection: the same methods the link calls, without redis-py's cost per
+    message read (a timeout context and several coroutine layers for every notice).
+
+    ``read_response(timeout)`` returns the next reply at once when one is buffered, else
+    waits up to ``timeout`` and returns None when nothing came (as redis-py's does); an
+    error reply is raised, a lost connection raises ``ConnectionError``.
+    """
+
+    def __init__(self, wire: RedisWire) -> None:
+        self._wire = wire
+        self._reader = hiredis.Reader(replyError=_reply_error)
+        self._replies: deque[Any] = deque()
+        self._waiter: asyncio.Future[None] | None = None
+        self._transport: asyncio.Transport | None = None
+        self._failure: RedisError | None = None
+
+    @property
+    def is_connected(self) -> bool:
+        return self._transport is not None and self._failure is None
+
+    async def connect(self) -> None:
+        wire = self._wire
+        where = f"{wire._host}:{wire._port}"
+        loop = asyncio.get_running_loop()
+        try:
+            async with asyncio.timeout(wire._connect_timeout):
+                await loop.create_connection(lambda: self, wire._host, wire._port)
+                for command in wire._setup():
+                    await self.send_command(*command)
+                    await self.read_response(timeout=wire._timeout)
+        except TimeoutError as exc:
+            await self.disconnect()
+            raise RedisTimeoutError(f"Timeout connecting to {where}") from exc
+        except OSError as exc:
+            await self.disconnect()
+            raise RedisConnectionError(f"Error connecting to {where}: {exc}") from exc
+        except BaseException:
+            await self.disconnect()
+            raise
+
+    def pack_commands(self, commands: list[tuple[EncodableT, ...]]) -> list[bytes]:
+        return [hiredis.pack_command(command) for command in commands]  # type: ignore[arg-type]
+
+    async def send_packed_command(self, packed: list[bytes], check_health: bool = True) -> None:
+        self._writable().write(b"".join(packed))
+
+    async def send_command(self, *args: EncodableT, check_health: bool = True) -> None:
+        self._writable().write(hiredis.pack_command(args))  # type: ignore[arg-type]
+
+    async def read_response(self, timeout: float | None = None, push_request: bool = False) -> Any:
+        if not self._replies:
+            if self._failure is not None:
+                raise RedisConnectionError(str(self._failure))
+            loop = asyncio.get_running_loop()
+            self._waiter = waiter = loop.create_future()
+            timer = None if timeout is None else loop.call_later(timeout, _settle, waiter)
+            try:
+                await waiter
+            finally:
+                self._waiter = None
+                if timer is not None:
+                    timer.cancel()
+            if not self._replies:
+                if self._failure is not None:
+                    raise RedisConnectionError(str(self._failure))
+                return None  # the time ran out
+        reply = self._replies.popleft()
+        if isinstance(reply, RedisError):
+            raise reply
+        return reply
+
+    async def disconnect(self, nowait: bool = False) -> None:
+        self._fail(RedisConnectionError("Connection closed."))
+
+    # --- asyncio.Protocol ---
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = transport  # type: ignore[assignment]  # (uvloop's is no asyncio.Transport subclass)
+        sock = transport.get_extra_info("socket")
+        if sock is not None:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while True:
+            try:
+                reply = self._reader.gets()
+            except hiredis.ProtocolError as exc:
+                self._fail(RedisConnectionError(f"Protocol error from Redis: {exc}"))
+                return
+            if reply is False:
+                break
+            self._replies.append(reply)
+        _settle(self._waiter)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(RedisConnectionError("Connection closed by server." if exc is None else f"Connection lost: {exc}"))
+
+    def _writable(self) -> asyncio.Transport:
+        if self._transport is None or self._failure is not None:
+            raise RedisConnectionError(str(self._failure or "not connected"))
+        return self._transport
+
+    def _fail(self, error: RedisError) -> None:
+        if self._failure is None:
+            self._failure = error
+        if self._transport is not None:
+            self._transport.abort()
+        _settle(self._waiter)
+
+
+def _settle(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)

@@ -16,7 +16,7 @@ import hiredis
 import pytest
 from redis import exceptions as redis_errors
 
-from broker.store.redis_wire import RedisWire
+from broker.store.redis_wire import NoticeConnection, RedisWire
 
 BOUND = 5.0  # seconds any one await here may take before the test fails rather than hangs
 
@@ -462,3 +462,89 @@ async def test_an_argument_redis_cannot_encode_raises_data_error_without_a_conne
         assert await wire.execute("ECHO", "still fine") == b"still fine"
     assert server.connections == 1
     assert server.commands == [[b"ECHO", b"fine"], [b"ECHO", b"still fine"]]
+
+
+# --- the notice connection -------------------------------------------------------------
+
+
+def message(channel: bytes, data: bytes) -> bytes:
+    return b"*3\r\n" + bulk(b"message") + bulk(channel) + bulk(data)
+
+
+@pytest.fixture
+async def notices(server: FakeRedis) -> AsyncIterator[NoticeConnection]:
+    wire = RedisWire.from_url(server.url(":pw@"), connect_timeout=1.0, timeout=1.0)
+    assert wire is not None
+    connection = NoticeConnection(wire)
+    async with asyncio.timeout(BOUND):
+        await connection.connect()
+    try:
+        yield connection
+    finally:
+        await connection.disconnect()
+
+
+async def test_a_notice_connection_says_auth_first_and_then_what_it_is_told(
+    server: FakeRedis, notices: NoticeConnection
+) -> None:
+    async with asyncio.timeout(BOUND):
+        await notices.send_packed_command(notices.pack_commands([("SUBSCRIBE", "a"), ("SUBSCRIBE", "b")]))
+        await notices.send_command("PING")
+        await server.saw(4)
+    assert server.commands == [[b"AUTH", b"pw"], [b"SUBSCRIBE", b"a"], [b"SUBSCRIBE", b"b"], [b"PING"]]
+    assert notices.is_connected
+
+
+async def test_a_notice_connection_hands_out_what_came_in_one_read_in_order(
+    server: FakeRedis, notices: NoticeConnection
+) -> None:
+    server.send(message(b"ch", b"one") + message(b"ch", b"two"))
+    async with asyncio.timeout(BOUND):
+        first = await notices.read_response(timeout=1.0)
+        second = await notices.read_response(timeout=1.0)
+    assert [first, second] == [[b"message", b"ch", b"one"], [b"message", b"ch", b"two"]]
+
+
+async def test_a_notice_connection_read_returns_none_when_its_time_runs_out(
+    server: FakeRedis, notices: NoticeConnection
+) -> None:
+    async with asyncio.timeout(BOUND):
+        assert await notices.read_response(timeout=0.05) is None
+        server.send(message(b"ch", b"late"))
+        assert await notices.read_response(timeout=1.0) == [b"message", b"ch", b"late"]
+    assert notices.is_connected
+
+
+async def test_a_notice_connection_raises_an_error_reply(server: FakeRedis, notices: NoticeConnection) -> None:
+    server.send(b"-MOVED 3999 127.0.0.1:6381\r\n")
+    async with asyncio.timeout(BOUND):
+        with pytest.raises(redis_errors.ResponseError, match="MOVED"):
+            await notices.read_response(timeout=1.0)
+
+
+async def test_a_lost_notice_connection_fails_the_waiting_read_and_every_later_call(
+    server: FakeRedis, notices: NoticeConnection
+) -> None:
+    async with asyncio.timeout(BOUND):
+        read = asyncio.create_task(notices.read_response(timeout=5.0))
+        await asyncio.sleep(0.05)
+        await server.stop()
+        with pytest.raises(redis_errors.ConnectionError):
+            await read
+        with pytest.raises(redis_errors.ConnectionError):
+            await notices.read_response(timeout=1.0)
+        with pytest.raises(redis_errors.ConnectionError):
+            await notices.send_command("PING")
+    assert not notices.is_connected
+
+
+async def test_a_notice_connection_refused_at_auth_raises_and_closes(server: FakeRedis) -> None:
+    server.reply = by_name({b"AUTH": b"-WRONGPASS invalid username-password pair\r\n"})
+    wire = RedisWire.from_url(server.url(":bad@"), connect_timeout=1.0, timeout=1.0)
+    assert wire is not None
+    connection = NoticeConnection(wire)
+    async with asyncio.timeout(BOUND):
+        with pytest.raises(redis_errors.AuthenticationError):
+            await connection.connect()
+        await server.all_closed()
+    assert not connection.is_connected
