@@ -66,23 +66,14 @@ def _reply_error(message: str) -> RedisError:
     return _ERROR_KINDS.get(message.split(" ", 1)[0], ResponseError)(message)
 
 
-class _Connection(asyncio.Protocol):
-    """One socket: commands written in order, replies handed to their callers in order."""
+class _RespSocket(asyncio.Protocol):
+    """A socket to Redis whose replies hiredis parses as they arrive; each goes to
+    ``_received``, and a subclass says what a failure (``_fail``) undoes."""
 
-    def __init__(self, timeout: float) -> None:
-        self._timeout = timeout
-        self._loop = asyncio.get_running_loop()
+    def __init__(self) -> None:
         self._reader = hiredis.Reader(replyError=_reply_error)
-        self._waiting: deque[asyncio.Future[Any]] = deque()
-        self._outbox: list[bytes] = []  # commands not written yet (see ``call``)
         self._transport: asyncio.Transport | None = None
         self._failure: RedisError | None = None  # why the connection is unusable, once it is
-        self._watchdog: asyncio.TimerHandle | None = None
-        self._progress = 0.0  # loop time of the last reply, or of a command sent to an idle connection
-
-    @property
-    def usable(self) -> bool:
-        return self._failure is None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # (uvloop's is no asyncio.Transport subclass)
@@ -90,6 +81,53 @@ class _Connection(asyncio.Protocol):
         if sock is not None:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
+
+    def data_received(self, data: bytes) -> None:
+        self._reader.feed(data)
+        while True:
+            try:
+                reply = self._reader.gets()
+            except hiredis.ProtocolError as exc:
+                self._fail(RedisConnectionError(f"Protocol error from Redis: {exc}"))
+                return
+            if reply is False:
+                break
+            if not self._received(reply):
+                return
+        self._read_all()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._fail(RedisConnectionError("Connection closed by server." if exc is None else f"Connection lost: {exc}"))
+
+    def _received(self, reply: Any) -> bool:
+        """Take one reply; False: the connection failed over it (stop reading)."""
+        raise NotImplementedError
+
+    def _read_all(self) -> None:
+        """Every reply of the data just read was taken."""
+
+    def _fail(self, error: RedisError) -> None:
+        if self._failure is None:
+            self._failure = error
+        if self._transport is not None:
+            self._transport.abort()
+
+
+class _Connection(_RespSocket):
+    """One socket: commands written in order, replies handed to their callers in order."""
+
+    def __init__(self, timeout: float) -> None:
+        super().__init__()
+        self._timeout = timeout
+        self._loop = asyncio.get_running_loop()
+        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._outbox: list[bytes] = []  # commands not written yet (see ``call``)
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._progress = 0.0  # loop time of the last reply, or of a command sent to an idle connection
+
+    @property
+    def usable(self) -> bool:
+        return self._failure is None
 
     def call(self, packed: bytes) -> asyncio.Future[Any]:
         """Send one packed command; the future gets its reply (or its error)."""
@@ -117,32 +155,21 @@ class _Connection(asyncio.Protocol):
         if self._failure is None and self._transport is not None:
             self._transport.write(outbox[0] if len(outbox) == 1 else b"".join(outbox))
 
-    def data_received(self, data: bytes) -> None:
-        self._reader.feed(data)
-        waiting = self._waiting
-        while True:
-            try:
-                reply = self._reader.gets()
-            except hiredis.ProtocolError as exc:
-                self._fail(RedisConnectionError(f"Protocol error from Redis: {exc}"))
-                return
-            if reply is False:
-                break
-            if not waiting:
-                self._fail(RedisConnectionError("Redis sent a reply to no command"))
-                return
-            future = waiting.popleft()
-            if future.done():
-                continue  # its caller was cancelled; the reply is simply dropped
-            if isinstance(reply, RedisError):
-                future.set_exception(reply)
-            else:
-                future.set_result(reply)
-        self._progress = self._loop.time()
+    def _received(self, reply: Any) -> bool:
+        if not self._waiting:
+            self._fail(RedisConnectionError("Redis sent a reply to no command"))
+            return False
+        future = self._waiting.popleft()
+        if future.done():
+            return True  # its caller was cancelled; the reply is simply dropped
+        if isinstance(reply, RedisError):
+            future.set_exception(reply)
+        else:
+            future.set_result(reply)
+        return True
 
-    def connection_lost(self, exc: Exception | None) -> None:
-        reason = "Connection closed by server." if exc is None else f"Connection lost: {exc}"
-        self._fail(RedisConnectionError(reason))
+    def _read_all(self) -> None:
+        self._progress = self._loop.time()
 
     def close(self) -> None:
         self._fail(RedisConnectionError("Connection closed."))
@@ -159,13 +186,10 @@ class _Connection(asyncio.Protocol):
             self._watchdog = self._loop.call_at(due, self._check)
 
     def _fail(self, error: RedisError) -> None:
-        if self._failure is None:
-            self._failure = error
+        super()._fail(error)
         if self._watchdog is not None:
             self._watchdog.cancel()
             self._watchdog = None
-        if self._transport is not None:
-            self._transport.abort()
         while self._waiting:
             future = self._waiting.popleft()
             if not future.done():
@@ -282,7 +306,7 @@ class RedisWire:
         return connection
 
 
-class NoticeConnection(asyncio.Protocol):
+class NoticeConnection(_RespSocket):
     """A pub/sub connection for the store's notice links (``_Link`` in redis.py), in place of
     a redis-py connection: the same methods the link calls, without redis-py's cost per
     message read (a timeout context and several coroutine layers for every notice).
@@ -293,12 +317,10 @@ class NoticeConnection(asyncio.Protocol):
     """
 
     def __init__(self, wire: RedisWire) -> None:
+        super().__init__()
         self._wire = wire
-        self._reader = hiredis.Reader(replyError=_reply_error)
         self._replies: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
-        self._transport: asyncio.Transport | None = None
-        self._failure: RedisError | None = None
 
     @property
     def is_connected(self) -> bool:
@@ -358,29 +380,12 @@ class NoticeConnection(asyncio.Protocol):
     async def disconnect(self, nowait: bool = False) -> None:
         self._fail(RedisConnectionError("Connection closed."))
 
-    # --- asyncio.Protocol ---
+    def _received(self, reply: Any) -> bool:
+        self._replies.append(reply)
+        return True
 
-    def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        self._transport = transport  # type: ignore[assignment]  # (uvloop's is no asyncio.Transport subclass)
-        sock = transport.get_extra_info("socket")
-        if sock is not None:
-            sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
-
-    def data_received(self, data: bytes) -> None:
-        self._reader.feed(data)
-        while True:
-            try:
-                reply = self._reader.gets()
-            except hiredis.ProtocolError as exc:
-                self._fail(RedisConnectionError(f"Protocol error from Redis: {exc}"))
-                return
-            if reply is False:
-                break
-            self._replies.append(reply)
+    def _read_all(self) -> None:
         _settle(self._waiter)
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        self._fail(RedisConnectionError("Connection closed by server." if exc is None else f"Connection lost: {exc}"))
 
     def _writable(self) -> asyncio.Transport:
         if self._transport is None or self._failure is not None:
@@ -388,10 +393,7 @@ class NoticeConnection(asyncio.Protocol):
         return self._transport
 
     def _fail(self, error: RedisError) -> None:
-        if self._failure is None:
-            self._failure = error
-        if self._transport is not None:
-            self._transport.abort()
+        super()._fail(error)
         _settle(self._waiter)
 
 
