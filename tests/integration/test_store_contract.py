@@ -15,6 +15,7 @@ import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
+from typing import Any
 
 import fakeredis
 import msgpack
@@ -171,6 +172,21 @@ async def redis_store(redis_client: Redis, listener: Listener) -> AsyncIterator[
         yield opened
     finally:
         await opened.close()
+
+
+@asynccontextmanager
+async def started_with_admin(
+    server: RedisServer, listener: Listener, **options: Any
+) -> AsyncIterator[tuple[RedisStore, Redis]]:
+    """A store on ``server``, started with ``listener``, and a client of our own to poke Redis."""
+    store = RedisStore(server.url, 3600.0, **options)
+    await store.start(listener.on_notice, listener.on_reconnect)
+    admin = Redis.from_url(server.url)
+    try:
+        yield store, admin
+    finally:
+        await admin.aclose()
+        await store.close()
 
 
 @pytest.fixture
@@ -772,10 +788,7 @@ async def test_a_redis_store_refuses_a_client_that_decodes_responses() -> None:
 async def test_a_lost_notice_connection_resubscribes_then_calls_on_reconnect(
     real_redis: RedisServer, listener: Listener
 ) -> None:
-    store = RedisStore(real_redis.url, 3600.0)
-    await store.start(listener.on_notice, listener.on_reconnect)
-    admin = Redis.from_url(real_redis.url)
-    try:
+    async with started_with_admin(real_redis, listener) as (store, admin):
         sid = new_session()
         await store.subscribe(sid)
 
@@ -786,18 +799,12 @@ async def test_a_lost_notice_connection_resubscribes_then_calls_on_reconnect(
         state = await store.create(new_questionnaire(sid))
         assert await listener.next_notice() == Notice(sid, state.id, 0)
         assert listener.reconnects.empty()
-    finally:
-        await admin.aclose()
-        await store.close()
 
 
 async def test_a_session_subscribed_while_disconnected_is_subscribed_on_reconnect(
     real_redis: RedisServer, listener: Listener
 ) -> None:
-    store = RedisStore(real_redis.url, 3600.0)
-    await store.start(listener.on_notice, listener.on_reconnect)
-    admin = Redis.from_url(real_redis.url)
-    try:
+    async with started_with_admin(real_redis, listener) as (store, admin):
         first, second = new_session(), new_session()
         await store.subscribe(first)
         await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
@@ -806,16 +813,10 @@ async def test_a_session_subscribed_while_disconnected_is_subscribed_on_reconnec
 
         state = await store.create(new_questionnaire(second))
         assert await listener.next_notice() == Notice(second, state.id, 0)
-    finally:
-        await admin.aclose()
-        await store.close()
 
 
 async def test_sharded_notices_use_ssubscribe_and_spublish(real_redis: RedisServer, listener: Listener) -> None:
-    store = RedisStore(real_redis.url, 3600.0, sharded=True)
-    await store.start(listener.on_notice, listener.on_reconnect)
-    admin = Redis.from_url(real_redis.url)
-    try:
+    async with started_with_admin(real_redis, listener, sharded=True) as (store, admin):
         sid = new_session()
         await store.subscribe(sid)
         assert await admin.execute_command("PUBSUB", "SHARDNUMSUB", f"qb:{{{sid}}}:events") == [
@@ -826,9 +827,6 @@ async def test_sharded_notices_use_ssubscribe_and_spublish(real_redis: RedisServ
         state = await store.create(new_questionnaire(sid))
 
         assert await listener.next_notice() == Notice(sid, state.id, 0)
-    finally:
-        await admin.aclose()
-        await store.close()
 
 
 async def test_every_method_raises_store_unavailable_when_redis_is_down(
@@ -921,10 +919,7 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(
     real_redis: RedisServer, listener: Listener, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.DEBUG)
-    store = RedisStore(real_redis.url, 3600.0)
-    await store.start(listener.on_notice, listener.on_reconnect)
-    admin = Redis.from_url(real_redis.url)
-    try:
+    async with started_with_admin(real_redis, listener) as (store, admin):
         sid = new_session()
         await store.subscribe(sid)
         state = await store.create(new_questionnaire(sid))
@@ -935,9 +930,6 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(
         await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
         await listener.next_reconnect()
         assert await store.compare_and_set(clarify, answered.version)
-    finally:
-        await admin.aclose()
-        await store.close()
 
     assert caplog.records  # the reconnect was logged
     assert "SECRET" not in caplog.text
@@ -945,10 +937,7 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(
 
 async def test_the_scripts_survive_a_script_flush(real_redis: RedisServer, listener: Listener) -> None:
     """The store calls EVALSHA itself: NOSCRIPT (a flush, a restarted Redis) loads the script again."""
-    store = RedisStore(real_redis.url, 3600.0)
-    await store.start(listener.on_notice, listener.on_reconnect)
-    admin = Redis.from_url(real_redis.url)
-    try:
+    async with started_with_admin(real_redis, listener) as (store, admin):
         sid = new_session()
         await store.subscribe(sid)
         state = await store.create(new_questionnaire(sid))
@@ -964,9 +953,6 @@ async def test_the_scripts_survive_a_script_flush(real_redis: RedisServer, liste
             assert await store.queue(sid) == [state.id]
             await admin.script_flush()
             assert await store.presence(sid, NOW) == Presence(1, NOW)
-    finally:
-        await admin.aclose()
-        await store.close()
 
 
 @pytest.mark.parametrize(

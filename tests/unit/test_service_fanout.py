@@ -148,6 +148,23 @@ async def eventually(check: Callable[[], bool], what: str) -> None:
         await asyncio.sleep(0.005)
 
 
+def agent_call(broker: Broker, session_id: str) -> asyncio.Task[tuple[int, dict[str, Any]]]:
+    """An agent's start call on ``session_id``, running (it waits for the outcome)."""
+    return asyncio.create_task(broker.start_questionnaire(session_id, QUESTIONS, None, wait=DEADLINE * 2))
+
+
+async def shown_to_a_client(
+    broker: Broker, store: CountingStore, session_id: str
+) -> tuple[Client, asyncio.Task[tuple[int, dict[str, Any]]], Questionnaire]:
+    """A client joined, an agent call started a questionnaire, the client was shown it."""
+    client = await joined(broker, session_id)
+    call = agent_call(broker, session_id)
+    question = await client.next("question")
+    state = await store.load(session_id, question["questionnaireId"])
+    assert state is not None
+    return client, call, state
+
+
 def started(session_id: str) -> Questionnaire:
     return machine.start(f"q-{uuid.uuid4().hex[:8]}", session_id, QUESTIONS, time.time())
 
@@ -166,7 +183,7 @@ async def test_answers_that_decide_nothing_do_not_wake_the_waiting_agent() -> No
         sid = new_session()
         client = await joined(broker, sid)
         await client.next("idle")
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        call = agent_call(broker, sid)
         first = await client.next("question")
         store.reset()
 
@@ -214,7 +231,7 @@ async def test_the_last_local_client_leaving_wakes_waiting_agents_to_count_the_g
     async with running(client_wait=0.05, reconnect_grace=0.2, reconcile_interval=60.0) as (broker, _):
         sid = new_session()
         client = await joined(broker, sid)
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        call = agent_call(broker, sid)
         await client.next("question")
         await asyncio.sleep(0.1)  # past the client wait: the waiter has counted the client
 
@@ -228,11 +245,7 @@ async def test_the_last_local_client_leaving_wakes_waiting_agents_to_count_the_g
 async def test_a_notice_from_an_older_broker_makes_agents_and_clients_look_again() -> None:
     async with running() as (broker, store):
         sid = new_session()
-        client = await joined(broker, sid)
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
-        question = await client.next("question")
-        state = await store.load(sid, question["questionnaireId"])
-        assert state is not None
+        client, call, state = await shown_to_a_client(broker, store, sid)
         with store.silently():  # "another broker" cancels it and publishes an old-style notice
             cancelled = machine.apply(state, machine.Abort(), state.updated_at)
             assert await store.compare_and_set(cancelled, state.version)
@@ -248,11 +261,7 @@ async def test_a_notice_from_an_older_broker_makes_agents_and_clients_look_again
 async def test_a_waiting_agent_whose_outcome_notice_is_lost_hears_of_it_at_the_reconciliation() -> None:
     async with running(reconcile_interval=60.0) as (broker, store):
         sid = new_session()
-        client = await joined(broker, sid)
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
-        question = await client.next("question")
-        state = await store.load(sid, question["questionnaireId"])
-        assert state is not None
+        client, call, state = await shown_to_a_client(broker, store, sid)
         with store.silently():
             assert await store.compare_and_set(machine.apply(state, machine.Abort(), state.updated_at), state.version)
         await settle()
@@ -268,7 +277,7 @@ async def test_reconciliation_leaves_waiting_agents_alone_when_every_write_was_h
     async with running(reconcile_interval=60.0) as (broker, store):
         sid = new_session()
         client = await joined(broker, sid)
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        call = agent_call(broker, sid)
         await answer(broker, client, await client.next("question"), "staging")
         await client.next("question")
         await settle()
@@ -299,7 +308,7 @@ def hearing(store: CountingStore) -> list[str | None]:
 
 async def agent_waiting(broker: Broker, session_id: str) -> asyncio.Task[tuple[int, dict[str, Any]]]:
     """An agent's start call on ``session_id``, waiting (its subscription confirmed)."""
-    call = asyncio.create_task(broker.start_questionnaire(session_id, QUESTIONS, None, wait=DEADLINE * 2))
+    call = agent_call(broker, session_id)
     hubs = broker.hubs
     await eventually(lambda: session_id in hubs and bool(hubs[session_id].confirmed), "the call subscribed")
     return call
@@ -494,7 +503,7 @@ async def test_every_outcome_written_by_a_client_ends_the_agents_wait(outcome: s
     async with running() as (broker, store):
         sid = new_session()
         client = await joined(broker, sid)
-        call = asyncio.create_task(broker.start_questionnaire(sid, QUESTIONS, None, wait=DEADLINE * 2))
+        call = agent_call(broker, sid)
         question = await client.next("question")
         qid, step = question["questionnaireId"], question["step"]
         command: machine.Command = (
