@@ -11,8 +11,10 @@ frames to the client are written to the transport at once. Why not the ASGI rout
 - a frame takes no extra hops: no receive queue between parser and handler, no writer task
   between the fan-out and the socket (the answer -> next question latency).
 
-Work that waits for the store (the hello's join, a command) runs in a task that exists only
-while there is work; it takes the frames in arrival order. A client whose socket stops
+The work a frame sets off (the hello's join, a command) takes the frames in arrival order.
+On a store whose calls wait (Redis) it runs in a task that exists only while there is work;
+on one that answers at once (memory) it runs right away, in the read callback, and a task
+takes over only if it has to wait (broker/eager.py): no task and no loop turn per frame. A client whose socket stops
 draining gets its frames queued, up to a bound, and is then disconnected (it reconnects and
 gets the current state), so a slow client never holds up the fan-out to others. Every other
 websocket path goes to the ASGI app as usual (which refuses it).
@@ -36,6 +38,7 @@ from websockets.http11 import Request
 
 from broker import frames
 from broker.auth import valid_session_id, verify_token
+from broker.eager import eagerly
 from broker.errors import BrokerError
 from broker.frames import Codec
 from broker.service import Broker, Encoded
@@ -268,6 +271,7 @@ class ClientConnection:
         "inbox",
         "backlog",
         "writable",
+        "working",
         "worker",
         "bucket",
         "timer",
@@ -287,6 +291,7 @@ class ClientConnection:
         self.inbox: list[str | bytes] = []
         self.backlog: list[bytes] = []  # frames waiting for the socket to drain
         self.writable = True
+        self.working = False  # a worker handles the inbox (at once, or in ``worker``)
         self.worker: asyncio.Task[None] | None = None
         self.bucket = TokenBucket(broker.config.rate_limit, broker.config.rate_burst)
         # Until the hello: the hello deadline; after it: the token's expiry (if any).
@@ -314,8 +319,12 @@ class ClientConnection:
         self.inbox.append(payload)
         if len(self.inbox) >= INBOX_HIGH:
             self.socket.pause_reading_for_backlog(True)
-        if self.worker is None:
-            self.worker = asyncio.ensure_future(self._work())
+        if not self.working:
+            self.working = True
+            work = self._work()
+            # None when it finished at once (a task holds on to it otherwise: the loop's
+            # references to tasks are weak).
+            self.worker = eagerly(work) if self.broker.store.answers_at_once else asyncio.ensure_future(work)
 
     async def _work(self) -> None:
         """Handle the received frames in order; exists only while there are some."""
@@ -338,6 +347,7 @@ class ClientConnection:
             log.exception("client connection failed", extra={"session": self.session_id, "client": self.client_id})
             self.close(1011, "internal error")
         finally:
+            self.working = False
             self.worker = None
             if self.gone and self.joined:
                 await self._leave()
@@ -424,7 +434,7 @@ class ClientConnection:
         self._cancel_timer()
         self.inbox.clear()
         self.backlog.clear()
-        if self.joined and self.worker is None:
+        if self.joined and not self.working:
             _in_background(self._leave())
         # else: the running worker leaves when it ends (after a join in progress completes)
 

@@ -23,7 +23,7 @@ too, counted from their last change, so that nothing abandoned lives for ever.
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,7 +109,7 @@ class Presence:
     last_seen: float | None  # last time the session had a client (None: never)
 
 
-NoticeHandler = Callable[[Notice], Awaitable[None]]
+NoticeHandler = Callable[[Notice], Coroutine[Any, Any, None]]
 ReconnectHandler = Callable[[], Awaitable[None]]
 
 
@@ -121,6 +121,9 @@ class Store(abc.ABC):
     """Async, process-safe questionnaire storage. All times are Unix seconds (floats)."""
 
     retention: float
+    # Every call completes without waiting and needs no current task: the broker then runs
+    # a client's frames and the notices eagerly (broker/eager.py), with no task per frame.
+    answers_at_once: bool = False
 
     # --- questionnaires --------------------------------------------------------------
 

@@ -12,6 +12,7 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from broker.eager import eagerly
 from broker.machine import Questionnaire
 from broker.store.base import (
     Head,
@@ -54,6 +55,8 @@ class _Session:
 
 
 class MemoryStore(Store):
+    answers_at_once = True
+
     def __init__(self, retention: float = 7 * 24 * 3600.0) -> None:
         self.retention = retention
         self._sessions: defaultdict[str, _Session] = defaultdict(_Session)
@@ -173,9 +176,14 @@ class MemoryStore(Store):
     def _deliver(self, notice: Notice) -> None:
         if self._on_notice is None:
             return  # closed meanwhile
-        task: asyncio.Future[None] = asyncio.ensure_future(self._on_notice(notice))
-        self._pending.add(task)
-        task.add_done_callback(self._notice_done)
+        try:
+            task = eagerly(self._on_notice(notice))  # usually done at once: no task
+        except Exception:
+            log.exception("notice handler failed")
+            return
+        if task is not None:
+            self._pending.add(task)
+            task.add_done_callback(self._notice_done)
 
     def _notice_done(self, task: asyncio.Future[None]) -> None:
         self._pending.discard(task)

@@ -46,9 +46,18 @@ class FakeSocket:
             self.reading_paused.append(paused)  # changes only, as the real socket acts
 
 
-async def connection(**settings: Any) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
+class TaskMemoryStore(MemoryStore):
+    """The memory store, saying its calls may wait (as Redis's do): a client's frames are
+    then handled by a worker task, not at once."""
+
+    answers_at_once = False
+
+
+async def connection(
+    store: MemoryStore | None = None, **settings: Any
+) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
     config = replace(Config(), secret=SECRET, **settings)
-    broker = Broker(config, MemoryStore())
+    broker = Broker(config, store or MemoryStore())
     socket = FakeSocket()
     return ws.ClientConnection(socket, broker, "s1", "json"), socket, broker  # type: ignore[arg-type]
 
@@ -60,14 +69,14 @@ def hello(session: str = "s1") -> str:
 
 async def settle(client: ws.ClientConnection) -> None:
     for _ in range(100):
-        if client.worker is None:
+        if not client.working:
             return
         await asyncio.sleep(0)
     raise AssertionError("the connection's worker did not finish")
 
 
-async def joined(**settings: Any) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
-    client, socket, broker = await connection(**settings)
+async def joined(store: MemoryStore | None = None, **settings: Any) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
+    client, socket, broker = await connection(store, **settings)
     client.received(hello())
     await settle(client)
     assert [f["type"] for f in socket.written] == ["welcome", "idle"]
@@ -104,8 +113,16 @@ async def test_a_client_too_far_behind_is_closed_1008() -> None:
     assert socket.written == []  # nothing more goes to a closing socket
 
 
-async def test_a_burst_of_frames_pauses_reading_until_they_are_handled() -> None:
+async def test_on_the_memory_store_a_frame_is_handled_at_once_with_no_task() -> None:
     client, socket, _ = await joined()
+    client.received(json.dumps({"type": "ping", "ref": 1}))
+    assert not client.working and client.worker is None
+    assert socket.written == [{"type": "pong"}]
+
+
+async def test_a_burst_of_frames_pauses_reading_until_they_are_handled() -> None:
+    client, socket, _ = await joined(TaskMemoryStore())
+    assert client.worker is None
     for _ in range(ws.INBOX_HIGH):
         client.received(json.dumps({"type": "ping"}))
     assert socket.reading_paused == [True]
@@ -141,7 +158,7 @@ async def test_no_hello_in_time_closes_4408() -> None:
 
 
 async def test_a_lost_socket_leaves_the_session_after_a_join_in_progress() -> None:
-    client, socket, broker = await connection()
+    client, socket, broker = await connection(TaskMemoryStore())
     client.received(hello())
     client.lost()  # the socket goes while the join is still running
     await settle(client)

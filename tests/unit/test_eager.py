@@ -1,0 +1,133 @@
+"""broker/eager.py: a coroutine runs at once, and a task takes over only when it waits."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from broker.eager import eagerly
+
+
+async def test_a_coroutine_that_never_waits_runs_to_its_end_at_once_with_no_task() -> None:
+    ran: list[str] = []
+
+    async def work() -> None:
+        ran.append("all of it")
+
+    assert eagerly(work()) is None
+    assert ran == ["all of it"]
+
+
+async def test_a_coroutine_that_waits_runs_up_to_the_wait_at_once_then_in_a_task() -> None:
+    ran: list[str] = []
+    gate = asyncio.get_running_loop().create_future()
+
+    async def work() -> None:
+        ran.append("before")
+        ran.append(await gate)
+        await asyncio.sleep(0)  # a bare yield, as well as a future
+        ran.append("after")
+
+    task = eagerly(work())
+    assert ran == ["before"]
+    assert task is not None and not task.done()
+    gate.set_result("woken with the future's value")
+    await task
+    assert ran == ["before", "woken with the future's value", "after"]
+
+
+async def test_an_exception_before_the_first_wait_reaches_the_caller() -> None:
+    async def work() -> None:
+        raise ValueError("at once")
+
+    with pytest.raises(ValueError, match="at once"):
+        eagerly(work())
+
+
+async def test_an_exception_after_a_wait_ends_the_task_with_it() -> None:
+    gate = asyncio.get_running_loop().create_future()
+
+    async def work() -> None:
+        await gate
+        raise ValueError("later")
+
+    task = eagerly(work())
+    assert task is not None
+    gate.set_result(None)
+    with pytest.raises(ValueError, match="later"):
+        await task
+
+
+async def test_an_exception_set_on_the_awaited_future_is_raised_inside_the_coroutine() -> None:
+    gate = asyncio.get_running_loop().create_future()
+    caught: list[BaseException] = []
+
+    async def work() -> None:
+        try:
+            await gate
+        except KeyError as exc:
+            caught.append(exc)
+
+    task = eagerly(work())
+    assert task is not None
+    gate.set_exception(KeyError("from the future"))
+    await task
+    assert [type(exc) for exc in caught] == [KeyError]
+
+
+async def test_cancelling_the_task_cancels_the_coroutine_where_it_waits() -> None:
+    cleaned_up: list[str] = []
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(60)
+        finally:
+            cleaned_up.append("finally ran")
+
+    task = eagerly(work())
+    assert task is not None
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert task.cancelled()
+    assert cleaned_up == ["finally ran"]
+
+
+async def test_a_coroutine_that_catches_its_cancellation_goes_on_waiting() -> None:
+    gate = asyncio.get_running_loop().create_future()
+    seen: list[str] = []
+
+    async def work() -> None:
+        try:
+            await asyncio.sleep(60)
+        except asyncio.CancelledError:
+            seen.append("cancelled")
+        seen.append(await gate)
+
+    task = eagerly(work())
+    assert task is not None
+    await asyncio.sleep(0)
+    task.cancel()
+    await asyncio.sleep(0)
+    gate.set_result("then this")
+    await task
+    assert seen == ["cancelled", "then this"]
+
+
+async def test_an_uncontended_lock_is_taken_at_once_and_a_contended_one_waits_in_a_task() -> None:
+    lock = asyncio.Lock()
+    order: list[str] = []
+
+    async def work(name: str) -> None:
+        async with lock:
+            order.append(f"{name} in")
+            await asyncio.sleep(0)
+            order.append(f"{name} out")
+
+    first = eagerly(work("first"))
+    second = eagerly(work("second"))
+    assert order == ["first in"]
+    assert first is not None and second is not None
+    await asyncio.gather(first, second)
+    assert order == ["first in", "first out", "second in", "second out"]
