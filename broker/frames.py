@@ -106,6 +106,14 @@ class CommandFrame:
 ClientFrame = Hello | Ping | CommandFrame
 
 _COMMON: Final = frozenset({"type", "ref"})
+# The keys each frame may carry (beside the common ones, where they apply).
+_HELLO_KEYS: Final = _COMMON | {"token", "client"}
+_HELLO_CLIENT_KEYS: Final = frozenset({"kind", "name"})
+_SELECTION_KEYS: Final = frozenset({"selectedOptionIds", "other"})
+_DRAFT_KEYS: Final = _COMMON | {"questionnaireId", "step"} | _SELECTION_KEYS
+_ANSWER_KEYS: Final = _DRAFT_KEYS | {"questionId"}
+_CLARIFY_KEYS: Final = _COMMON | {"questionnaireId", "step", "request", "draft"}
+_CANCEL_KEYS: Final = _COMMON | {"questionnaireId", "step"}
 _COMMAND_TYPES: Final[dict[type, str]] = {
     Draft: "draft",
     AnswerQuestion: "answer",
@@ -123,7 +131,7 @@ def frame_type(frame: ClientFrame) -> str:
 
 def parse_client_frame(value: Any) -> ClientFrame:
     """A decoded frame -> its typed form; anything off raises ``bad_frame``."""
-    if not isinstance(value, Mapping):
+    if type(value) is not dict and not isinstance(value, Mapping):  # (the ABC check is slow)
         raise BrokerError("bad_frame", "a frame must be a map with a 'type'")
     ref = value.get("ref")
     if ref is not None and (not isinstance(ref, (str, int)) or isinstance(ref, bool)):
@@ -142,12 +150,12 @@ def parse_client_frame(value: Any) -> ClientFrame:
 
 
 def _hello(value: Mapping[str, Any], ref: object) -> Hello:
-    _only(value, {"token", "client"}, "hello")
+    _only(value, _HELLO_KEYS, "hello")
     token = _field(value, "token", str, "hello")
     client = value.get("client", {})
     if not isinstance(client, Mapping):
         raise BrokerError("bad_frame", "hello 'client' must be a map")
-    _only(client, {"kind", "name"}, "hello client", common=frozenset())
+    _only(client, _HELLO_CLIENT_KEYS, "hello client")
     kind = client.get("kind", "bot")
     if kind not in CLIENT_KINDS:
         raise BrokerError("bad_frame", f"hello client 'kind' must be one of {', '.join(CLIENT_KINDS)}")
@@ -158,12 +166,12 @@ def _hello(value: Mapping[str, Any], ref: object) -> Hello:
 
 
 def _ping(value: Mapping[str, Any], ref: object) -> Ping:
-    _only(value, set(), "ping")
+    _only(value, _COMMON, "ping")
     return Ping(ref)
 
 
 def _draft(value: Mapping[str, Any], ref: object) -> CommandFrame:
-    _only(value, {"questionnaireId", "step", "selectedOptionIds", "other"}, "draft")
+    _only(value, _DRAFT_KEYS, "draft")
     return CommandFrame(
         Draft(
             _field(value, "questionnaireId", str, "draft"),
@@ -176,7 +184,7 @@ def _draft(value: Mapping[str, Any], ref: object) -> CommandFrame:
 
 
 def _answer(value: Mapping[str, Any], ref: object) -> CommandFrame:
-    _only(value, {"questionnaireId", "step", "questionId", "selectedOptionIds", "other"}, "answer")
+    _only(value, _ANSWER_KEYS, "answer")
     return CommandFrame(
         AnswerQuestion(
             _field(value, "questionnaireId", str, "answer"),
@@ -190,13 +198,13 @@ def _answer(value: Mapping[str, Any], ref: object) -> CommandFrame:
 
 
 def _clarify(value: Mapping[str, Any], ref: object) -> CommandFrame:
-    _only(value, {"questionnaireId", "step", "request", "draft"}, "clarify")
+    _only(value, _CLARIFY_KEYS, "clarify")
     draft = value.get("draft")
     selection = None
     if draft is not None:
         if not isinstance(draft, Mapping):
             raise BrokerError("bad_frame", "clarify 'draft' must be a map")
-        _only(draft, {"selectedOptionIds", "other"}, "clarify draft", common=frozenset())
+        _only(draft, _SELECTION_KEYS, "clarify draft")
         selection = Selection(_option_ids(draft, "clarify draft"), _other(draft, "clarify draft"))
     return CommandFrame(
         Clarify(
@@ -210,7 +218,7 @@ def _clarify(value: Mapping[str, Any], ref: object) -> CommandFrame:
 
 
 def _cancel(value: Mapping[str, Any], ref: object) -> CommandFrame:
-    _only(value, {"questionnaireId", "step"}, "cancel")
+    _only(value, _CANCEL_KEYS, "cancel")
     return CommandFrame(Cancel(_field(value, "questionnaireId", str, "cancel"), _step(value, "cancel")), ref)
 
 
@@ -224,10 +232,11 @@ _PARSERS: Final[dict[str, Callable[[Mapping[str, Any], object], ClientFrame]]] =
 }
 
 
-def _only(value: Mapping[str, Any], allowed: set[str], what: str, common: frozenset[str] = _COMMON) -> None:
-    unknown = sorted(str(key) for key in value if key not in allowed and key not in common)
-    if unknown:
-        raise BrokerError("bad_frame", f"{what} frame has unknown key(s): {', '.join(unknown)}")
+def _only(value: Mapping[str, Any], keys: frozenset[str], what: str) -> None:
+    if keys.issuperset(value):
+        return
+    unknown = sorted(str(key) for key in value if key not in keys)
+    raise BrokerError("bad_frame", f"{what} frame has unknown key(s): {', '.join(unknown)}")
 
 
 def _field(value: Mapping[str, Any], name: str, kind: type, what: str) -> Any:

@@ -293,14 +293,20 @@ def _answer(state: Questionnaire, question: Question, command: AnswerQuestion, n
     selection = _selection(question, command.selected_option_ids, command.other, final=True)
     answers = (*state.answers, Answer(question.id, selection))
     done = len(answers) == len(state.questions)
-    return replace(
-        state,
-        answers=answers,
-        draft=None,
+    return Questionnaire(  # built directly: dataclasses.replace costs twice as much
+        id=state.id,
+        session_id=state.session_id,
+        questions=state.questions,
+        created_at=state.created_at,
+        updated_at=now,
         status="completed" if done else "in_progress",
+        revision=state.revision,
         step=state.step + 1,
         version=state.version + 1,
-        updated_at=now,
+        answers=answers,
+        draft=None,
+        clarifications=state.clarifications,
+        cancellation_reason=state.cancellation_reason,
     )
 
 

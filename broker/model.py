@@ -61,11 +61,20 @@ class Question:
 
     # Derived once: answers are checked against it on every command.
     option_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
+    # The wire form, made on first use: every question frame and stored record embeds it.
+    _wire: dict[str, Any] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "option_ids", tuple(option.id for option in self.options))
 
     def to_wire(self) -> dict[str, Any]:
+        """The question as the protocol spells it. One dict, shared: never change it."""
+        if self._wire is None:
+            object.__setattr__(self, "_wire", self._make_wire())
+        assert self._wire is not None
+        return self._wire
+
+    def _make_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {
             "id": self.id,
             "label": self.label,

@@ -699,3 +699,20 @@ def test_updated_at_is_the_time_passed_in() -> None:
     state = at_checks()
     after = apply(state, Draft(QID, state.step, ()), 12345.5)
     assert (after.created_at, after.updated_at) == (T0, 12345.5)
+
+
+def test_an_answer_keeps_every_field_it_does_not_change() -> None:
+    """The answer transition builds its state field by field (for speed): a field added to
+    Questionnaire later must not silently fall back to its default there."""
+    import dataclasses
+
+    state = resume(clarify(draft(new_questionnaire(), "a")))  # a revision, a clarification, a draft
+    state = dataclasses.replace(state, cancellation_reason="aborted")  # every kept field off its default
+    changed = {"answers", "draft", "status", "step", "version", "updated_at"}
+    for f in dataclasses.fields(Questionnaire):
+        if f.name not in changed and f.default is not dataclasses.MISSING:
+            assert getattr(state, f.name) != f.default, f"the sample should set {f.name}"
+    answered = apply(state, AnswerQuestion(state.id, state.step, state.questions[0].id, ("a",)), T1)
+    for f in dataclasses.fields(Questionnaire):
+        if f.name not in changed:
+            assert getattr(answered, f.name) == getattr(state, f.name), f.name
