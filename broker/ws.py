@@ -44,6 +44,7 @@ from broker.frames import Codec
 from broker.service import Broker, Encoded
 from broker.status import CloseCode
 from broker.store.base import StoreUnavailable
+from broker.ws_frames import readable, whole_data_frame
 
 log = logging.getLogger("qbroker.ws")
 
@@ -136,6 +137,7 @@ class ClientSocket(WebSocketsSansIOProtocol):
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
         self.connection: ClientConnection | None = None  # (uvicorn's self.client is the peer address)
+        self.fast_frames = False  # a whole data frame may be read around websockets' parser
 
     # --- handshake ---------------------------------------------------------------------
 
@@ -169,6 +171,7 @@ class ClientSocket(WebSocketsSansIOProtocol):
         self._flush()
         self.start_keepalive()
         self.connection = ClientConnection(self, broker, session_id, frames.codec_for(chosen))
+        self.fast_frames = readable(self.conn)
         # Only the ASGI path needs these after the handshake; an idle connection should not
         # carry the request's and response's headers (a few KiB) for hours.
         self.queue = self.writable = _UNUSED
@@ -182,6 +185,24 @@ class ClientSocket(WebSocketsSansIOProtocol):
         self.transport.close()
 
     # --- frames in -----------------------------------------------------------------------
+
+    def data_received(self, data: bytes) -> None:
+        client = self.connection
+        if client is not None and self.fast_frames and not self.close_sent:
+            whole = whole_data_frame(self.conn, data)
+            if whole is not None:
+                text, payload = whole
+                if not text:
+                    client.received(payload)
+                    return
+                try:
+                    message = payload.decode()
+                except UnicodeDecodeError:
+                    pass  # websockets' path closes with 1007
+                else:
+                    client.received(message)
+                    return
+        super().data_received(data)
 
     def send_receive_event_to_app(self) -> None:
         client = self.connection
@@ -324,7 +345,7 @@ class ClientConnection:
             work = self._work()
             # None when it finished at once (a task holds on to it otherwise: the loop's
             # references to tasks are weak).
-            self.worker = eagerly(work) if self.broker.store.answers_at_once else asyncio.ensure_future(work)
+            self.worker = eagerly(work) if self.broker.store.eager_safe else asyncio.ensure_future(work)
 
     async def _work(self) -> None:
         """Handle the received frames in order; exists only while there are some."""

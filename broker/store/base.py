@@ -121,9 +121,9 @@ class Store(abc.ABC):
     """Async, process-safe questionnaire storage. All times are Unix seconds (floats)."""
 
     retention: float
-    # Every call completes without waiting and needs no current task: the broker then runs
-    # a client's frames and the notices eagerly (broker/eager.py), with no task per frame.
-    answers_at_once: bool = False
+    # No call needs a current task (as asyncio.timeout does) before its first wait: a
+    # client's frame may then start at once, in the read callback (broker/eager.py).
+    eager_safe: bool = False
 
     # --- questionnaires --------------------------------------------------------------
 

@@ -55,7 +55,7 @@ class _Session:
 
 
 class MemoryStore(Store):
-    answers_at_once = True
+    eager_safe = True
 
     def __init__(self, retention: float = 7 * 24 * 3600.0) -> None:
         self.retention = retention

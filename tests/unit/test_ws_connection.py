@@ -50,7 +50,7 @@ class TaskMemoryStore(MemoryStore):
     """The memory store, saying its calls may wait (as Redis's do): a client's frames are
     then handled by a worker task, not at once."""
 
-    answers_at_once = False
+    eager_safe = False
 
 
 async def connection(

@@ -1,0 +1,89 @@
+"""The common client websocket frame, read without websockets' parser.
+
+Nearly every frame a client sends is one small, final, masked text or binary frame that
+arrives alone in one read. websockets' sans-I/O parser is general (fragments, control
+frames, extensions) and generator-based: it takes about a tenth of an answer's path through
+the broker for such a frame; this reads it in a microsecond.
+
+Anything else -- a control frame, a fragment, a frame split over reads or several in one
+read, an extension in use, a frame over the size limit, an unmasked frame, a connection
+not open, a parser in the middle of a frame -- is left to websockets, so the connection's
+state (keepalive, closing handshake, errors and their close codes) stays websockets' own.
+A frame read here is exactly one websockets would have accepted and handed on unchanged.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from websockets.protocol import Protocol, State
+from websockets.streams import StreamReader
+
+try:
+    from websockets.speedups import apply_mask
+except ImportError:  # pragma: no cover - websockets built without its C extension
+    from websockets.utils import apply_mask
+
+_TEXT: Final = 0x81  # FIN, no reserved bits, opcode 1
+_BINARY: Final = 0x82  # FIN, no reserved bits, opcode 2
+_MASKED: Final = 0x80
+# What is read of websockets' state (websockets 14 and later name it so).
+_STATE: Final = ("current_size", "max_message_size", "max_fragment_size", "extensions", "reader")
+# websockets' parser, waiting between two frames, waits in ``StreamReader.at_eof``.
+_BETWEEN_FRAMES: Final = StreamReader.at_eof.__code__
+
+
+def readable(protocol: Protocol) -> bool:
+    """Whether this websockets can be read around: its parser is the generator this module
+    knows how to inspect (checked once per connection; if not, every frame goes to it)."""
+    return all(hasattr(protocol, name) for name in _STATE) and hasattr(protocol.parser, "gi_yieldfrom")
+
+
+def whole_data_frame(protocol: Protocol, data: bytes) -> tuple[bool, bytes] | None:
+    """``data`` as (text?, unmasked payload) when it is exactly one whole, final data frame
+    and ``protocol`` is open, between frames and outside a fragmented message; else None."""
+    size = len(data)
+    if size < 6:
+        return None
+    first, second = data[0], data[1]
+    if first == _TEXT:
+        text = True
+    elif first == _BINARY:
+        text = False
+    else:
+        return None
+    if second < _MASKED:
+        return None
+    length = second - _MASKED
+    if length < 126:
+        start = 6
+    elif length == 126 and size >= 8:
+        length = (data[2] << 8) | data[3]
+        start = 8
+    else:
+        return None
+    if size != start + length or _too_large(protocol, length):
+        return None
+    if protocol.state is not State.OPEN or protocol.extensions or protocol.current_size is not None:
+        return None
+    if not _between_frames(protocol):
+        return None
+    return text, apply_mask(data[start:], data[start - 4 : start])
+
+
+def _too_large(protocol: Protocol, length: int) -> bool:
+    """Over websockets' own limits (it fails such a frame with 1009): the limit for a message
+    and the one for a fragment."""
+    message, fragment = protocol.max_message_size, protocol.max_fragment_size
+    return (message is not None and length > message) or (fragment is not None and length > fragment)
+
+
+def _between_frames(protocol: Protocol) -> bool:
+    """websockets has consumed every byte it was given and waits for a new frame (not for
+    the rest of one whose head it read)."""
+    if protocol.reader.buffer:
+        return False
+    waiting: Any = protocol.parser  # a generator: gi_yieldfrom leads to the one that waits
+    while (inner := waiting.gi_yieldfrom) is not None:
+        waiting = inner
+    return waiting.gi_code is _BETWEEN_FRAMES
