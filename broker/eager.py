@@ -1,14 +1,18 @@
 """Run a coroutine at once, up to its first real wait: a task only when it has to wait.
 
 Python 3.12's ``asyncio.eager_task_factory`` does this for every task; 3.11 has no such
-thing. On the memory store most of what a client frame sets off finishes without ever
+thing. On the memory store what a client frame sets off finishes without ever
 waiting (the store answers at once, an uncontended lock is taken at once), and a task for
 it costs an object and a loop turn before the work even starts: a tenth of an answer's time
 in the broker.
 
+On Redis every command waits, but starting at once still saves a loop turn: the frame is
+parsed, checked and its write sent before the callback returns, and a task takes over only
+for the reply.
+
 The part that runs at once has no current task (``asyncio.current_task()`` is the caller's,
 None in a protocol callback), so ``asyncio.timeout`` cannot be used there: run eagerly only
-code that does not need one (``Store.answers_at_once`` says a store's calls qualify).
+code that does not need one (``Store.eager_safe`` says a store's calls qualify).
 """
 
 from __future__ import annotations

@@ -602,6 +602,9 @@ class RedisStore(Store):
         self._wire: RedisWire | None = None
         if client is None and not cluster and not (wait_replicas or wait_aof):
             self._wire = RedisWire.from_url(url, connect_timeout=_CONNECT_TIMEOUT, timeout=_COMMAND_TIMEOUT)
+        # A client's frame may start at once only where every call goes over the wire: redis-py
+        # (a cluster, WAIT, TLS) times its reads with asyncio.timeout, which needs a task.
+        self.eager_safe = self._wire is not None
         if client is None:
             # One quick retry: the scripts are safe to repeat, and a broker should answer
             # 503 soon rather than hang while Redis is away.

@@ -270,7 +270,9 @@ class RedisWire:
             if self._closed:
                 raise RedisConnectionError("the Redis connection was closed")
             self._connection = None
-            connection = await self._connect()
+            # In a task of its own: the connect timeout needs one, and a caller run eagerly
+            # (broker/eager.py) has none.
+            connection = await asyncio.ensure_future(self._connect())
             if self._closed:  # closed while connecting: nothing may use this socket
                 connection.close()
                 raise RedisConnectionError("the Redis connection was closed")

@@ -16,6 +16,7 @@ import hiredis
 import pytest
 from redis import exceptions as redis_errors
 
+from broker.eager import eagerly
 from broker.store.redis_wire import NoticeConnection, RedisWire
 
 BOUND = 5.0  # seconds any one await here may take before the test fails rather than hangs
@@ -153,6 +154,30 @@ async def test_concurrent_callers_each_get_their_own_reply_over_one_connection(
     assert replies == [f"caller-{i}".encode() for i in range(50)]
     assert server.connections == 1
     assert len(server.commands) == 50
+
+
+async def test_a_caller_without_a_task_connects_and_gets_its_reply(server: FakeRedis, wires: list[RedisWire]) -> None:
+    """A client's frame runs eagerly (broker/eager.py), in the socket's read callback: no
+    current task. Its first command must still be able to open the connection, whose
+    connect timeout needs a task."""
+    wire = kept(wires, server.wire())
+    replies: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+    async def command() -> None:
+        replies.set_result(await wire.execute("ECHO", "no task here"))
+
+    def from_a_callback() -> None:
+        assert asyncio.current_task() is None
+        task = eagerly(command())
+        assert task is not None  # it waits for the connection, then the reply
+        pending.append(task)
+
+    pending: list[asyncio.Task[None]] = []
+    asyncio.get_running_loop().call_soon(from_a_callback)
+    async with asyncio.timeout(BOUND):
+        assert await replies == b"no task here"
+        await pending[0]
+    assert server.connections == 1
 
 
 async def test_replies_come_through_raw(server: FakeRedis, wires: list[RedisWire]) -> None:
