@@ -138,6 +138,7 @@ class ClientSocket(WebSocketsSansIOProtocol):
         super().__init__(*args, **kwargs)
         self.connection: ClientConnection | None = None  # (uvicorn's self.client is the peer address)
         self.fast_frames = False  # a whole data frame may be read around websockets' parser
+        self.failed = False  # websockets failed the connection: what comes in is dropped
 
     # --- handshake ---------------------------------------------------------------------
 
@@ -223,6 +224,24 @@ class ClientSocket(WebSocketsSansIOProtocol):
             self.handle_parser_exception()
             return
         client.received(text)
+
+    def handle_parser_exception(self) -> None:
+        """websockets failed the connection (1002, 1007, 1009): send its close frame, then do
+        as websockets' own server does: shut the writing side and read on, dropping what the
+        client still sends, until it closes (or ``close_timeout``). uvicorn closes at once,
+        and a socket closed with unread bytes is reset: a client still sending (a frame over
+        the size limit, say) would get a reset, not the close code."""
+        if self.connection is None:
+            super().handle_parser_exception()
+            return
+        if self.failed:
+            return  # (called again for every read after the failure)
+        self.failed = self.close_sent = True
+        self.transport.write(b"".join(self.conn.data_to_send()))
+        if self.transport.can_write_eof():
+            self.transport.write_eof()
+        if self.close_timer is None:
+            self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
 
     # --- frames out ----------------------------------------------------------------------
 

@@ -370,3 +370,20 @@ async def test_a_frame_with_a_reserved_bit_closes_1002(deployment: Deployment, s
         frame[0] |= 0x40  # RSV1: no extension was negotiated
         await client.write(bytes(frame))
         assert await client.close_code() == 1002
+
+
+async def test_a_client_still_sending_an_oversized_frame_gets_the_1009_not_a_reset(
+    deployment: Deployment, sid: str
+) -> None:
+    """The broker refuses the frame by its head; the client goes on sending the rest, and
+    reads only after. A socket the broker closed would answer those bytes with a reset,
+    which destroys the 1009 waiting to be read: the broker must drain what still comes
+    (websockets' own server half-closes and reads on, as the broker does)."""
+    async with await joined(deployment, sid) as client:
+        size = 256 * 1024
+        head = bytes([0x81, 0x80 | 127]) + size.to_bytes(8, "big") + b"mask"
+        await client.write(head)
+        await asyncio.sleep(0.3)  # the broker has refused it by now
+        with contextlib.suppress(ConnectionError):
+            await client.write(*(b"x" * 16384 for _ in range(size // 16384)), pause=0.005)
+        assert await client.close_code() == 1009
