@@ -408,15 +408,18 @@ def _selection(
             raise BrokerError(
                 "unknown_option", f'question "{question.id}" has no option "{option_id}"'
             )
-    if len(set(option_ids)) != len(option_ids):
+    if len(option_ids) > 1 and len(set(option_ids)) != len(option_ids):
         raise BrokerError("invalid_answer", f'question "{question.id}": option ids must be distinct')
     other_text = _bounded_text(other, "other", MAX_OTHER) if other is not None else None
     if other_text == "":
         other_text = None  # an emptied Other field is no Other answer
     if other_text is not None and not question.allow_other:
         raise BrokerError("other_not_allowed", f'question "{question.id}" does not allow an Other answer')
-    chosen = frozenset(option_ids)
-    ordered = tuple(option_id for option_id in known if option_id in chosen)
+    if len(option_ids) <= 1:
+        ordered = tuple(option_ids)  # (the usual single pick: already in declared order)
+    else:
+        chosen = frozenset(option_ids)
+        ordered = tuple(option_id for option_id in known if option_id in chosen)
     count = len(ordered) + (1 if other_text is not None else 0)
 
     if question.type == "single":

@@ -44,7 +44,7 @@ from broker.frames import Codec
 from broker.service import Broker, Encoded
 from broker.status import CloseCode
 from broker.store.base import StoreUnavailable
-from broker.ws_frames import readable, whole_data_frame
+from broker.ws_frames import readable, server_frame, whole_data_frame
 
 log = logging.getLogger("qbroker.ws")
 
@@ -246,6 +246,10 @@ class ClientSocket(WebSocketsSansIOProtocol):
     # --- frames out ----------------------------------------------------------------------
 
     def write_frame(self, data: bytes, text: bool) -> None:
+        frame = server_frame(self.conn, data, text) if self.fast_frames else None
+        if frame is not None:
+            self.transport.write(frame)
+            return
         if text:
             self.conn.send_text(data)  # UTF-8 JSON, never decoded to a str and back
         else:

@@ -10,6 +10,10 @@ read, an extension in use, a frame over the size limit, an unmasked frame, a con
 not open, a parser in the middle of a frame -- is left to websockets, so the connection's
 state (keepalive, closing handshake, errors and their close codes) stays websockets' own.
 A frame read here is exactly one websockets would have accepted and handed on unchanged.
+
+The other way, a frame to the client on an open connection is written as its head and
+payload (``server_frame``), the bytes websockets' ``send_text``/``send_binary`` would write,
+without building a ``Frame`` to serialize.
 """
 
 from __future__ import annotations
@@ -28,7 +32,15 @@ _TEXT: Final = 0x81  # FIN, no reserved bits, opcode 1
 _BINARY: Final = 0x82  # FIN, no reserved bits, opcode 2
 _MASKED: Final = 0x80
 # What is read of websockets' state (websockets 14 and later name it so).
-_STATE: Final = ("current_size", "max_message_size", "max_fragment_size", "extensions", "reader")
+_STATE: Final = (
+    "current_size",
+    "max_message_size",
+    "max_fragment_size",
+    "extensions",
+    "reader",
+    "writes",
+    "expect_continuation_frame",
+)
 # websockets' parser, waiting between two frames, waits in ``StreamReader.at_eof``.
 _BETWEEN_FRAMES: Final = StreamReader.at_eof.__code__
 
@@ -69,6 +81,22 @@ def whole_data_frame(protocol: Protocol, data: bytes) -> tuple[bool, bytes] | No
     if not _between_frames(protocol):
         return None
     return text, apply_mask(data[start:], data[start - 4 : start])
+
+
+def server_frame(protocol: Protocol, payload: bytes, text: bool) -> bytes | None:
+    """``payload`` as one final, unmasked text or binary frame, when ``protocol`` is open,
+    uses no extension and has nothing of its own waiting to be written; else None (send it
+    through websockets)."""
+    if protocol.state is not State.OPEN or protocol.extensions or protocol.writes or protocol.expect_continuation_frame:
+        return None
+    length = len(payload)
+    if length < 126:
+        head = bytes((_TEXT if text else _BINARY, length))
+    elif length < 65536:
+        head = bytes((_TEXT if text else _BINARY, 126, length >> 8, length & 0xFF))
+    else:
+        head = bytes((_TEXT if text else _BINARY, 127)) + length.to_bytes(8, "big")
+    return head + payload
 
 
 def _too_large(protocol: Protocol, length: int) -> bool:

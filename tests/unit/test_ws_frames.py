@@ -29,7 +29,7 @@ from websockets.protocol import Protocol, Side, State
 from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
-from broker.ws_frames import readable, whole_data_frame
+from broker.ws_frames import readable, server_frame, whole_data_frame
 
 MAX_SIZE = 70_000  # room for the largest 16-bit-length frame (65535 bytes)
 
@@ -618,3 +618,33 @@ def test_frame_aligned_chunks_go_the_fast_way() -> None:
         ("text", b"ab"),
         ("text", b"\xff"),
     ]
+
+
+# --- frames to the client -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("size", [0, 1, 125, 126, 1000, 65535, 65536, 70_000])
+@pytest.mark.parametrize("text", [True, False])
+def test_a_server_frame_is_the_bytes_websockets_would_write(size: int, text: bool) -> None:
+    payload = text_payload(size)
+    ours = server_frame(open_protocol(), payload, text)
+    theirs = open_protocol()
+    if text:
+        theirs.send_text(payload)
+    else:
+        theirs.send_binary(payload)
+    assert ours == b"".join(theirs.data_to_send())
+
+
+def test_a_server_frame_is_left_to_websockets_unless_the_connection_is_open_and_plain() -> None:
+    closing = open_protocol()
+    closing.send_close(1000)
+    pending = open_protocol()
+    pending.receive_data(client_frame(OP_PING, b"hi"))  # websockets queued its pong
+    fragmenting = open_protocol()
+    fragmenting.send_text(b"first part", fin=False)
+    extended = open_protocol()
+    extended.extensions = [PerMessageDeflate(False, False, 15, 15)]
+    for protocol in (closing, pending, fragmenting, extended):
+        assert server_frame(protocol, b"{}", True) is None
+    assert server_frame(open_protocol(), b"{}", True) == b"\x81\x02{}"
