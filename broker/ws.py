@@ -12,9 +12,10 @@ frames to the client are written to the transport at once. Why not the ASGI rout
   between the fan-out and the socket (the answer -> next question latency).
 
 The work a frame sets off (the hello's join, a command) takes the frames in arrival order.
-On a store whose calls wait (Redis) it runs in a task that exists only while there is work;
-on one that answers at once (memory) it runs right away, in the read callback, and a task
-takes over only if it has to wait (broker/eager.py): no task and no loop turn per frame. A client whose socket stops
+It starts at once, in the read callback, and a task takes over only when it has to wait
+(broker/eager.py): on the memory store never, on Redis from the commit's round trip (where
+redis-py carries the commands, a task from the start). A whole data frame that arrives
+alone is read without websockets' parser (broker/ws_frames.py). A client whose socket stops
 draining gets its frames queued, up to a bound, and is then disconnected (it reconnects and
 gets the current state), so a slow client never holds up the fan-out to others. Every other
 websocket path goes to the ASGI app as usual (which refuses it).
@@ -234,7 +235,7 @@ class ClientSocket(WebSocketsSansIOProtocol):
         if self.connection is None:
             super().handle_parser_exception()
             return
-        if self.failed:
+        if self.failed or self.transport.is_closing():
             return  # (called again for every read after the failure)
         self.failed = self.close_sent = True
         self.transport.write(b"".join(self.conn.data_to_send()))
