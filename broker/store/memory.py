@@ -169,13 +169,13 @@ class MemoryStore(Store):
         if self._on_notice is not None and (
             sid in self._subscribed or (state.is_outcome and sid in self._subscribed_to_outcomes)
         ):
-            notice = Notice(state.session_id, state.id, state.version, state.status, seq, Record.of(state), head)
-            # Even the task is made on that turn: the writer's fan-out goes first, unhindered.
-            asyncio.get_running_loop().call_soon(self._deliver, notice)
+            # Even the notice is made on that turn: the writer's fan-out goes first, unhindered.
+            asyncio.get_running_loop().call_soon(self._deliver, state, seq, head)
 
-    def _deliver(self, notice: Notice) -> None:
+    def _deliver(self, state: Questionnaire, seq: int, head: Head | None) -> None:
         if self._on_notice is None:
             return  # closed meanwhile
+        notice = Notice(state.session_id, state.id, state.version, state.status, seq, Record.of(state), head)
         try:
             task = eagerly(self._on_notice(notice))  # usually done at once: no task
         except Exception:
