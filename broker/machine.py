@@ -166,16 +166,16 @@ class Questionnaire:
         return cls(
             id=record["id"],
             session_id=record["sessionId"],
-            questions=tuple(Question.from_wire(q) for q in record["questions"]),
+            questions=tuple([Question.from_wire(q) for q in record["questions"]]),
             created_at=record["createdAt"],
             updated_at=record["updatedAt"],
             status=record["status"],
             revision=record["revision"],
             step=record["step"],
             version=record["version"],
-            answers=tuple(Answer.from_wire(a) for a in record["answers"]),
+            answers=tuple([Answer.from_wire(a) for a in record["answers"]]),
             draft=Selection.from_wire(draft) if draft is not None else None,
-            clarifications=tuple(Clarification.from_wire(c) for c in record["clarifications"]),
+            clarifications=tuple([Clarification.from_wire(c) for c in record["clarifications"]]),
             cancellation_reason=record.get("cancellationReason"),
         )
 

@@ -65,7 +65,7 @@ class Question:
     _wire: dict[str, Any] | None = field(init=False, default=None, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "option_ids", tuple(option.id for option in self.options))
+        object.__setattr__(self, "option_ids", tuple([option.id for option in self.options]))
 
     def to_wire(self) -> dict[str, Any]:
         """The question as the protocol spells it. One dict, shared: never change it."""
@@ -96,7 +96,7 @@ class Question:
             label=wire["label"],
             prompt=wire["prompt"],
             type=wire["type"],
-            options=tuple(Option(o["id"], o["label"], o.get("description")) for o in wire["options"]),
+            options=tuple([Option(o["id"], o["label"], o.get("description")) for o in wire["options"]]),
             allow_other=wire["allowOther"],
             min_selections=wire.get("minSelections", 0),
             max_selections=wire.get("maxSelections"),
