@@ -211,16 +211,18 @@ def _parse_options(raw: Any, where: str) -> tuple[Option, ...]:
     options: list[Option] = []
     seen: set[str] = set()
     for position, item in enumerate(raw, start=1):
-        if not isinstance(item, Mapping):
+        if type(item) is not dict and not isinstance(item, Mapping):  # (the ABC check is slow)
             raise invalid(f"{where}: option {position} must be an object")
-        oid = _text(item.get("id"), "id", MAX_ID, where=f"{where}, option {position}")
-        owhere = f'{where}, option "{oid}"'
-        _reject_unknown_keys(item, _OPTION_KEYS, owhere)
+        # (An option's place in messages is spelled out only for a message: a start call
+        # carries dozens of options, and the usual one is fine as sent.)
+        oid = _text(item.get("id"), "id", MAX_ID, where=where, option=position)
+        if not item.keys() <= _OPTION_KEYS:
+            _reject_unknown_keys(item, _OPTION_KEYS, _option_place(where, oid))
         if oid in seen:
             raise invalid(f'{where}: option id "{oid}" is used twice; option ids must be unique')
         seen.add(oid)
-        label = _optional_text(item.get("label"), "label", MAX_LABEL, owhere) or oid
-        description = _optional_text(item.get("description"), "description", MAX_DESCRIPTION, owhere)
+        label = _optional_text(item.get("label"), "label", MAX_LABEL, where, option=oid) or oid
+        description = _optional_text(item.get("description"), "description", MAX_DESCRIPTION, where, option=oid)
         options.append(Option(oid, label, description))
     return tuple(options)
 
@@ -228,7 +230,18 @@ def _parse_options(raw: Any, where: str) -> tuple[Option, ...]:
 # --- small checks -------------------------------------------------------------------
 
 
-def _text(value: Any, name: str, limit: int, *, where: str) -> str:
+def _option_place(where: str, option: int | str) -> str:
+    """An option in a message: by its position (no id yet) or by its id."""
+    return f"{where}, option {option}" if isinstance(option, int) else f'{where}, option "{option}"'
+
+
+def _text(value: Any, name: str, limit: int, *, where: str, option: int | str | None = None) -> str:
+    if type(value) is str:  # the usual case first: a plain string, fine as it is
+        text = value.strip()
+        if text and len(text) <= limit:
+            return text
+    if option is not None:
+        where = _option_place(where, option)
     if value is None:
         raise invalid(f'{where}: "{name}" is required')
     if not isinstance(value, str):
@@ -241,10 +254,10 @@ def _text(value: Any, name: str, limit: int, *, where: str) -> str:
     return text
 
 
-def _optional_text(value: Any, name: str, limit: int, where: str) -> str | None:
+def _optional_text(value: Any, name: str, limit: int, where: str, *, option: int | str | None = None) -> str | None:
     if value is None:
         return None
-    return _text(value, name, limit, where=where)
+    return _text(value, name, limit, where=where, option=option)
 
 
 def _reject_unknown_keys(raw: Mapping[str, Any], allowed: frozenset[str], where: str, hint: str = "") -> None:

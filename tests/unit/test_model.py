@@ -502,3 +502,15 @@ def test_a_deeply_nested_value_is_refused_with_a_message_not_a_crash() -> None:
         parse_tool_input({"action": nested})
     assert refused.value.code == "invalid_arguments"
     assert "deeply nested list" in refused.value.message
+
+
+def test_text_of_a_str_subclass_is_checked_like_any_string() -> None:
+    """The usual plain string takes a shortcut; a str subclass (not from JSON, but a str all
+    the same) goes the long way and comes out the same."""
+
+    class Text(str):
+        pass
+
+    parsed = parse_tool_input(start_payload(single("q") | {"prompt": Text("  Pick one  ")}))
+    assert isinstance(parsed, StartInput)
+    assert parsed.questions[0].prompt == "Pick one"
