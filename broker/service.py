@@ -397,7 +397,9 @@ class Broker:
                     "stale_step",
                     f"questionnaire {command.questionnaire_id} is not the one being shown",
                 )
-            new, written = await self._update(session_id, command.questionnaire_id, command, known=known)
+            new, written = await self._update(
+                session_id, command.questionnaire_id, command, known=known, shown_by_writer=True
+            )
         except BrokerError as exc:
             self.metrics.errors.labels(exc.code).inc()
             connection.deliver(Encoded(frames.error(exc.code, exc.message, frame.ref)))
@@ -425,8 +427,16 @@ class Broker:
         return new
 
     async def _update(
-        self, session_id: str, questionnaire_id: str, command: Command, known: Questionnaire | None = None
+        self,
+        session_id: str,
+        questionnaire_id: str,
+        command: Command,
+        known: Questionnaire | None = None,
+        *,
+        shown_by_writer: bool = False,
     ) -> tuple[Questionnaire, Written]:
+        """``shown_by_writer``: the caller shows the write to the local clients itself (a
+        client's command), so the store need not tell this process about it."""
         for _ in range(MAX_CAS_ATTEMPTS):
             cached = known is not None
             state = known if known is not None else await self._load(session_id, questionnaire_id)
@@ -439,13 +449,15 @@ class Broker:
                 raise
             began = time.perf_counter()
             try:
-                written = await self.store.commit(new, state.version)
+                written = await self.store.commit(new, state.version, shown_by_writer=shown_by_writer)
             finally:
                 self.metrics.commit_seconds.observe(time.perf_counter() - began)
             if written is not None:
+                hub = self.hubs.get(session_id)
+                if hub is not None and shown_by_writer:
+                    hub.heard = max(hub.heard, written.seq)  # as its notice would (it may not come)
                 if new.is_outcome:
                     self.metrics.outcomes.labels(new.status, new.cancellation_reason or "").inc()
-                    hub = self.hubs.get(session_id)
                     if hub is not None:
                         hub.poke(new)
                 return new, written

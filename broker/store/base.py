@@ -149,8 +149,15 @@ class Store(abc.ABC):
         return await self.commit(state, expected_version) is not None
 
     @abc.abstractmethod
-    async def commit(self, state: Questionnaire, expected_version: int) -> Written | None:
-        """``compare_and_set`` that says where the write landed (None: it did not)."""
+    async def commit(
+        self, state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False
+    ) -> Written | None:
+        """``compare_and_set`` that says where the write landed (None: it did not).
+
+        ``shown_by_writer``: the caller shows the write to its own clients and wakes its own
+        waiting agent calls itself; a store whose notices reach only this process (memory)
+        then publishes none. Other stores publish it all the same, for other processes.
+        """
 
     @abc.abstractmethod
     async def queue(self, session_id: str) -> list[str]:

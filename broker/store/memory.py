@@ -93,7 +93,9 @@ class MemoryStore(Store):
         self._expire(session, (questionnaire_id,))
         return session.questionnaires.get(questionnaire_id)
 
-    async def commit(self, state: Questionnaire, expected_version: int) -> Written | None:
+    async def commit(
+        self, state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False
+    ) -> Written | None:
         session = self._sessions.get(state.session_id)
         current = session.questionnaires.get(state.id) if session else None
         if session is None or current is None or current.version != expected_version:
@@ -107,7 +109,8 @@ class MemoryStore(Store):
                 session.queue.remove(state.id)
             self._expire(session, tuple(session.queue))
             head = Head(session.head(), session.seq)
-        self._notify(state, session.seq, head)
+        if not shown_by_writer:  # (the writer is this process: nobody else to tell)
+            self._notify(state, session.seq, head)
         return Written(session.seq, head)
 
     async def queue(self, session_id: str) -> list[str]:

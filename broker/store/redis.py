@@ -694,7 +694,10 @@ class RedisStore(Store):
             record = await self._command("HGET", _questionnaire_prefix(session_id) + questionnaire_id, "s")
         return None if record is None else self._unpack(record)
 
-    async def commit(self, state: Questionnaire, expected_version: int) -> Written | None:
+    async def commit(
+        self, state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False
+    ) -> Written | None:
+        # (The notice goes out regardless: other processes' clients and waiters need it.)
         sid = state.session_id
         keys = [_questionnaire_prefix(sid) + state.id, _prefix(sid) + "queue", _prefix(sid) + "seq"]
         args: list[EncodableT] = [

@@ -352,9 +352,9 @@ async def test_a_client_joining_where_an_agent_waits_makes_the_process_hear_ever
         head = await store.head(sid)
         assert head.state is not None
 
-        await answered_elsewhere(store, head.state, "staging")  # another process's client
+        state = await answered_elsewhere(store, head.state, "staging")  # another process's client
         second = await client.next("question")
-        await answer(broker, client, second, "now")
+        await answered_elsewhere(store, state, "now")
         status, body = await asyncio.wait_for(call, DEADLINE)
 
         assert second["step"] == first["step"] + 1
@@ -362,6 +362,28 @@ async def test_a_client_joining_where_an_agent_waits_makes_the_process_hear_ever
         assert broker.hubs[sid].subscribed == {OUTCOMES_ONLY, EVERY_WRITE}
         await settle()
         assert heard[0] == "in_progress" and set(heard[1:]) == {"completed"}  # (an outcome may come twice)
+
+
+async def test_a_local_clients_write_is_shown_and_wakes_the_agent_without_a_notice_on_the_memory_store() -> None:
+    """On the memory store the writer's own process is the only one: a client's command is
+    shown and its outcome handed to the waiting agent call by the writer, and the store
+    publishes no notice of it (other stores publish it, for other processes)."""
+    async with running() as (broker, store):
+        sid = new_session()
+        call = await agent_waiting(broker, sid)
+        client = await joined(broker, sid)
+        first = await client.next("question")
+        heard = hearing(store)
+        await answer(broker, client, first, "staging")
+        second = await client.next("question")
+        await answer(broker, client, second, "now")
+        status, body = await asyncio.wait_for(call, DEADLINE)
+
+        assert status == 200 and body["details"]["status"] == "completed"
+        assert (await client.next("closed"))["questionnaireId"] == first["questionnaireId"]
+        await settle()
+        assert heard == []
+        assert broker.hubs[sid].heard == (await store.head(sid)).seq  # as the notices would have left it
 
 
 # --- rounds of waiting -----------------------------------------------------------------
