@@ -342,13 +342,21 @@ async def test_where_only_agent_calls_wait_the_process_hears_only_outcomes() -> 
         assert heard == ["completed"]  # not the start, not the first answer
 
 
+async def joined_where_an_agent_waits(
+    broker: Broker, store: CountingStore, session_id: str
+) -> tuple[asyncio.Task[tuple[int, dict[str, Any]]], Client, dict[str, Any], list[str | None]]:
+    """An agent call waits, then a client joins and is shown the first question; from then
+    on the notices the broker is handed are listed (the last item returned)."""
+    call = await agent_waiting(broker, session_id)
+    client = await joined(broker, session_id)
+    first = await client.next("question")
+    return call, client, first, hearing(store)
+
+
 async def test_a_client_joining_where_an_agent_waits_makes_the_process_hear_every_write() -> None:
     async with running() as (broker, store):
         sid = new_session()
-        call = await agent_waiting(broker, sid)
-        client = await joined(broker, sid)
-        first = await client.next("question")
-        heard = hearing(store)
+        call, client, first, heard = await joined_where_an_agent_waits(broker, store, sid)
         head = await store.head(sid)
         assert head.state is not None
 
@@ -370,10 +378,7 @@ async def test_a_local_clients_write_is_shown_and_wakes_the_agent_without_a_noti
     publishes no notice of it (other stores publish it, for other processes)."""
     async with running() as (broker, store):
         sid = new_session()
-        call = await agent_waiting(broker, sid)
-        client = await joined(broker, sid)
-        first = await client.next("question")
-        heard = hearing(store)
+        call, client, first, heard = await joined_where_an_agent_waits(broker, store, sid)
         await answer(broker, client, first, "staging")
         second = await client.next("question")
         await answer(broker, client, second, "now")
