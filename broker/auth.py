@@ -11,10 +11,10 @@ import functools
 import re
 import sys
 import time
-from dataclasses import dataclass
 from typing import Any, Literal
 
 import jwt
+import msgspec
 
 from broker.errors import BrokerError
 
@@ -24,8 +24,7 @@ SESSION_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 ANY_SESSION = "*"
 
 
-@dataclass(frozen=True, slots=True)
-class Claims:
+class Claims(msgspec.Struct, frozen=True):
     sid: str
     role: Role
     exp: float | None

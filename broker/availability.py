@@ -15,16 +15,16 @@ person a fresh grace period to come back.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Literal
+
+import msgspec
 
 from broker.machine import Questionnaire
 
 Reason = Literal["ui_unavailable", "ui_error"]
 
 
-@dataclass(frozen=True, slots=True)
-class Deadline:
+class Deadline(msgspec.Struct, frozen=True):
     at: float
     reason: Reason
 

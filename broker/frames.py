@@ -1,7 +1,7 @@
 """The websocket wire: typed client frames in, plain server frames out, two codecs.
 
 Parsing happens here, at the edge: ``decode`` + ``parse_client_frame`` turn bytes or text
-into one frozen dataclass per frame type, or raise ``BrokerError("bad_frame", ...)``.
+into one frozen value (a ``msgspec.Struct``) per frame type, or raise ``BrokerError("bad_frame", ...)``.
 Nothing malformed gets further, and no other exception escapes. Server frames are built
 as plain dicts by the functions at the bottom, and ``encode`` serializes each once (a
 fan-out to many clients reuses the same bytes).
@@ -10,10 +10,10 @@ fan-out to many clients reuses the same bytes).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 import msgpack
+import msgspec
 import orjson
 
 from broker.errors import BrokerError
@@ -82,21 +82,18 @@ def encode_bytes(frame: Mapping[str, Any], codec: Codec) -> bytes:
 # --- client frames ------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Hello:
+class Hello(msgspec.Struct, frozen=True):
     token: str
     client_kind: str
     client_name: str
     ref: object = None
 
 
-@dataclass(frozen=True, slots=True)
-class Ping:
+class Ping(msgspec.Struct, frozen=True):
     ref: object = None
 
 
-@dataclass(frozen=True, slots=True)
-class CommandFrame:
+class CommandFrame(msgspec.Struct, frozen=True):
     """A frame that becomes a state-machine command (draft, answer, clarify, cancel)."""
 
     command: ClientCommand

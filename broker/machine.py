@@ -33,8 +33,10 @@ Three counters, each with its own job:
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, replace
 from typing import Any, Final, Literal
+
+import msgspec
+from msgspec.structs import replace
 
 from broker.errors import BrokerError
 from broker.model import MAX_CLARIFICATION, MAX_OTHER, Question, ResumeInput
@@ -49,8 +51,7 @@ OUTCOMES: Final[frozenset[str]] = TERMINAL | {"needs_clarification"}
 # --- values -------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Selection:
+class Selection(msgspec.Struct, frozen=True):
     """What the person picked for one question: option ids in declared order, optional Other."""
 
     selected_option_ids: tuple[str, ...] = ()
@@ -67,8 +68,7 @@ class Selection:
         return cls(tuple(wire["selectedOptionIds"]), wire.get("other"))
 
 
-@dataclass(frozen=True, slots=True)
-class Answer:
+class Answer(msgspec.Struct, frozen=True):
     question_id: str
     selection: Selection
 
@@ -80,8 +80,7 @@ class Answer:
         return cls(wire["questionId"], Selection.from_wire(wire))
 
 
-@dataclass(frozen=True, slots=True)
-class Clarification:
+class Clarification(msgspec.Struct, frozen=True):
     revision: int
     question_id: str
     request: str
@@ -102,8 +101,7 @@ class Clarification:
         return cls(wire["revision"], wire["questionId"], wire["request"], wire.get("response"))
 
 
-@dataclass(frozen=True, slots=True)
-class Questionnaire:
+class Questionnaire(msgspec.Struct, frozen=True):
     id: str
     session_id: str
     questions: tuple[Question, ...]
@@ -183,16 +181,14 @@ class Questionnaire:
 # --- commands -----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
-class Draft:
+class Draft(msgspec.Struct, frozen=True):
     questionnaire_id: str
     step: int
     selected_option_ids: tuple[str, ...]
     other: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class AnswerQuestion:
+class AnswerQuestion(msgspec.Struct, frozen=True):
     questionnaire_id: str
     step: int
     question_id: str
@@ -200,22 +196,19 @@ class AnswerQuestion:
     other: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Clarify:
+class Clarify(msgspec.Struct, frozen=True):
     questionnaire_id: str
     step: int
     request: str
     draft: Selection | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Cancel:
+class Cancel(msgspec.Struct, frozen=True):
     questionnaire_id: str
     step: int
 
 
-@dataclass(frozen=True, slots=True)
-class Resume:
+class Resume(msgspec.Struct, frozen=True):
     revision: int
     response: str
 
@@ -224,13 +217,11 @@ class Resume:
         return cls(resume.revision, resume.clarification_response)
 
 
-@dataclass(frozen=True, slots=True)
-class Abort:
+class Abort(msgspec.Struct, frozen=True):
     pass
 
 
-@dataclass(frozen=True, slots=True)
-class MarkUnavailable:
+class MarkUnavailable(msgspec.Struct, frozen=True):
     reason: Literal["ui_unavailable", "ui_error"]
 
 
@@ -293,20 +284,14 @@ def _answer(state: Questionnaire, question: Question, command: AnswerQuestion, n
     selection = _selection(question, command.selected_option_ids, command.other, final=True)
     answers = (*state.answers, Answer(question.id, selection))
     done = len(answers) == len(state.questions)
-    return Questionnaire(  # built directly: dataclasses.replace costs twice as much
-        id=state.id,
-        session_id=state.session_id,
-        questions=state.questions,
-        created_at=state.created_at,
+    return replace(
+        state,
         updated_at=now,
         status="completed" if done else "in_progress",
-        revision=state.revision,
         step=state.step + 1,
         version=state.version + 1,
         answers=answers,
         draft=None,
-        clarifications=state.clarifications,
-        cancellation_reason=state.cancellation_reason,
     )
 
 

@@ -4,8 +4,12 @@
 ``ResumeInput``, or raises ``BrokerError("invalid_arguments", "questionnaire: ...")`` with
 one sentence naming the offending question/option id and the rule it broke.
 
-The normalized values are frozen dataclasses: once a questionnaire has started, nothing
-the caller still holds (their dicts and lists) can change its snapshot.
+The normalized values are frozen: once a questionnaire has started, nothing the caller
+still holds (their dicts and lists) can change its snapshot. Values are ``msgspec.Struct``
+classes with ``frozen=True`` (as across the broker: states, commands, frames): built in
+C, one costs an eighth of a frozen dataclass, and a questionnaire makes some forty.
+``Question`` stays a frozen dataclass: it keeps members derived once (its option ids, its
+wire form), which a Struct has no place for.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
+
+import msgspec
 
 from broker.errors import invalid
 
@@ -35,8 +41,7 @@ _QUESTION_KEYS: Final = frozenset(
 _OPTION_KEYS: Final = frozenset({"id", "label", "description"})
 
 
-@dataclass(frozen=True, slots=True)
-class Option:
+class Option(msgspec.Struct, frozen=True):
     id: str
     label: str
     description: str | None = None
@@ -103,13 +108,11 @@ class Question:
         )
 
 
-@dataclass(frozen=True, slots=True)
-class StartInput:
+class StartInput(msgspec.Struct, frozen=True):
     questions: tuple[Question, ...]
 
 
-@dataclass(frozen=True, slots=True)
-class ResumeInput:
+class ResumeInput(msgspec.Struct, frozen=True):
     questionnaire_id: str
     revision: int
     clarification_response: str

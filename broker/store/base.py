@@ -27,6 +27,8 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
+import msgspec
+
 from broker.machine import Questionnaire
 
 # Notices carry the written state only up to this size (packed): a questionnaire near the
@@ -61,8 +63,7 @@ class Record:
         return self._state
 
 
-@dataclass(frozen=True, slots=True)
-class Head:
+class Head(msgspec.Struct, frozen=True):
     """The questionnaire a session's clients see (the oldest open one; None: idle), as of
     the session's write number ``seq`` (0: not known)."""
 
@@ -70,8 +71,7 @@ class Head:
     seq: int = 0
 
 
-@dataclass(frozen=True, slots=True)
-class Written:
+class Written(msgspec.Struct, frozen=True):
     """A successful compare-and-set: its place in the session's writes (``seq``, 0: not
     known, e.g. a retry that found its own write) and, when it made a questionnaire
     terminal, the session's head after it (None: not known)."""
@@ -84,7 +84,8 @@ class Written:
 class Notice:
     """'Questionnaire ``questionnaire_id`` of ``session_id`` is now at ``version``.'
 
-    Notices compare by those three; the rest says more when the publisher knew it (a
+    Notices compare by those three (so this one stays a frozen dataclass: a Struct compares
+    every field); the rest says more when the publisher knew it (a
     notice from an older broker has none of it, and means only "look again"):
 
     - ``status``: the written state's status (whether the write is an outcome);
@@ -103,8 +104,7 @@ class Notice:
     head: Head | None = field(default=None, compare=False, repr=False)
 
 
-@dataclass(frozen=True, slots=True)
-class Presence:
+class Presence(msgspec.Struct, frozen=True):
     clients: int  # clients connected now, on any process
     last_seen: float | None  # last time the session had a client (None: never)
 

@@ -7,9 +7,9 @@ through ``parse_tool_input`` and then ``machine.start``. Times are plain floats 
 from __future__ import annotations
 
 import copy
-from dataclasses import replace
 from typing import Any
 
+import msgspec
 import pytest
 
 from broker.errors import BrokerError
@@ -116,7 +116,7 @@ def assert_transition(before: Questionnaire, command: Command, now: float, **cha
     snapshot = before.to_record()
     after = apply(before, command, now)
     changes.setdefault("updated_at", now)
-    assert after == replace(before, **changes)
+    assert after == msgspec.structs.replace(before, **changes)
     assert before.to_record() == snapshot  # the old value is untouched
     return after
 

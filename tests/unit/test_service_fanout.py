@@ -10,13 +10,13 @@ handler is switched off.
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
 
+import msgspec
 import pytest
 
 from broker import frames, machine
@@ -408,7 +408,7 @@ async def _watched(
 def _state(questionnaire_id: str, version: int) -> Questionnaire:
     """An outcome (cancelled) of ``questionnaire_id`` at ``version``."""
     state = machine.apply(machine.start(questionnaire_id, "s", QUESTIONS, 0.0), machine.Abort(), 0.0)
-    return dataclasses.replace(state, version=version)
+    return msgspec.structs.replace(state, version=version)
 
 
 async def test_a_waiter_follows_pokes_made_before_it_looked() -> None:
