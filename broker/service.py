@@ -58,8 +58,8 @@ class Connection(Protocol):
     session_id: str
     codec: Codec
 
-    def deliver(self, frame: Encoded) -> None:
-        """Queue an already-encoded frame for sending; never blocks."""
+    def deliver(self, *frames: Encoded) -> None:
+        """Queue already-encoded frames for sending (several leave in one write); never blocks."""
 
 
 class Encoded:
@@ -144,10 +144,10 @@ class SessionHub:
         wake.outcome = outcome
         wake.event.set()
 
-    def broadcast(self, frame: dict[str, Any]) -> None:
-        encoded = Encoded(frame)
+    def broadcast(self, *frames: dict[str, Any]) -> None:
+        encoded = [Encoded(frame) for frame in frames]
         for connection in list(self.clients.values()):
-            connection.deliver(encoded)
+            connection.deliver(*encoded)
 
 
 async def _watch(wake: Wake, questionnaire_id: str, version: int, until: float) -> Questionnaire | None:
@@ -499,7 +499,10 @@ class Broker:
                 if ended is None or ended.id != previous.id:
                     ended = await self.store.load(hub.session_id, previous.id)
                 if ended is not None and ended.is_terminal:
-                    hub.broadcast(frames.closed(ended))
+                    # With the next view, in one write: every questionnaire ends with both.
+                    hub.broadcast(frames.closed(ended), frames.view(shown))
+                    hub.shown, hub.seq = shown, head.seq
+                    return
             hub.broadcast(frames.view(shown))
         hub.shown, hub.seq = shown, head.seq
 

@@ -29,7 +29,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Iterable
 from typing import Any, ClassVar, Final
 from urllib.parse import unquote, urlsplit
 
@@ -250,11 +250,23 @@ class ClientSocket(WebSocketsSansIOProtocol):
         frame = server_frame(self.conn, data, text) if self.fast_frames else None
         if frame is not None:
             self.transport.write(frame)
-            return
-        if text:
-            self.conn.send_text(data)  # UTF-8 JSON, never decoded to a str and back
         else:
-            self.conn.send_binary(data)
+            self._send_through_websockets((data,), text)
+
+    def write_frames(self, payloads: list[bytes], text: bool) -> None:
+        """Several frames in one write (one system call, and usually one packet)."""
+        framed = [server_frame(self.conn, data, text) for data in payloads] if self.fast_frames else [None]
+        if None in framed:
+            self._send_through_websockets(payloads, text)
+        else:
+            self.transport.write(b"".join(framed))  # type: ignore[arg-type]  # (no None in it)
+
+    def _send_through_websockets(self, payloads: Iterable[bytes], text: bool) -> None:
+        for data in payloads:
+            if text:
+                self.conn.send_text(data)  # UTF-8 JSON, never decoded to a str and back
+            else:
+                self.conn.send_binary(data)
         self._flush()
 
     def _flush(self) -> None:
@@ -441,18 +453,24 @@ class ClientConnection:
 
     # --- frames out ----------------------------------------------------------------------
 
-    def deliver(self, frame: Encoded) -> None:
-        """Write ``frame`` now, or queue it while the socket does not drain; never blocks."""
+    def deliver(self, *frames: Encoded) -> None:
+        """Write ``frames`` now (several in one write), or queue them while the socket does
+        not drain; never blocks."""
         if self.closing:
             return
-        data = frame.data(self.codec)
+        codec = self.codec
         if self.writable and not self.backlog:
-            self.socket.write_frame(data, self.codec == "json")
-        elif len(self.backlog) < OUTBOUND_QUEUE:
-            self.backlog.append(data)
-        else:
-            self.backlog.clear()
-            self.close(CloseCode.POLICY_VIOLATION, "client too slow")
+            if len(frames) == 1:
+                self.socket.write_frame(frames[0].data(codec), codec == "json")
+            else:
+                self.socket.write_frames([frame.data(codec) for frame in frames], codec == "json")
+            return
+        for frame in frames:
+            if len(self.backlog) >= OUTBOUND_QUEUE:
+                self.backlog.clear()
+                self.close(CloseCode.POLICY_VIOLATION, "client too slow")
+                return
+            self.backlog.append(frame.data(codec))
 
     def drain(self) -> None:
         """The socket drains again: send what waited, until it is full once more."""

@@ -96,8 +96,9 @@ class Client:
         self.codec: frames.Codec = "json"
         self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
 
-    def deliver(self, frame: Encoded) -> None:
-        self.frames.put_nowait(frame.frame)
+    def deliver(self, *frames: Encoded) -> None:
+        for frame in frames:
+            self.frames.put_nowait(frame.frame)
 
     async def next(self, *types: str) -> dict[str, Any]:
         """The next frame of one of ``types`` (others are skipped)."""

@@ -16,6 +16,7 @@ from typing import Any
 from broker import ws
 from broker.auth import mint_token
 from broker.config import Config
+from broker.model import StartInput, parse_tool_input
 from broker.service import Broker, Encoded
 from broker.status import CloseCode
 from broker.store.memory import MemoryStore
@@ -29,13 +30,19 @@ class FakeSocket:
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
         self.written: list[dict[str, Any]] = []
+        self.writes: list[list[str]] = []  # the frame types of each write, one list per write
         self.closed_with: tuple[int, str] | None = None
         self.close_sent = False
         self.reading_paused: list[bool] = []
 
     def write_frame(self, data: str | bytes, text: bool) -> None:
+        self.write_frames([data], text)
+
+    def write_frames(self, payloads: list[str | bytes], text: bool) -> None:
         assert text
-        self.written.append(json.loads(data))
+        frames = [json.loads(data) for data in payloads]
+        self.written.extend(frames)
+        self.writes.append([frame["type"] for frame in frames])
 
     def close_with(self, code: int, reason: str = "") -> None:
         if not self.close_sent:
@@ -98,6 +105,41 @@ async def test_frames_wait_while_the_socket_does_not_drain_and_go_out_in_order_w
     assert [f["n"] for f in socket.written] == [0, 1, 2]
     client.deliver(pong(3))
     assert socket.written[-1]["n"] == 3
+
+
+async def test_a_questionnaire_ends_with_closed_and_the_next_view_in_one_write() -> None:
+    client, socket, broker = await joined()
+    await broker.start()  # the store's notices reach the clients
+    questions = parse_tool_input(
+        {
+            "action": "start",
+            "questions": [{"id": "q1", "label": "Q", "prompt": "?", "type": "single", "options": [{"id": "a"}]}],
+        }
+    )
+    assert isinstance(questions, StartInput)
+    agent = asyncio.create_task(broker.start_questionnaire("s1", questions.questions, None, wait=5))
+    for _ in range(100):
+        if socket.written:
+            break
+        await asyncio.sleep(0)
+    shown = socket.written[-1]
+    assert shown["type"] == "question"
+    socket.writes.clear()
+    answer = {"type": "answer", "questionnaireId": shown["questionnaireId"], "step": shown["step"], "questionId": "q1"}
+    client.received(json.dumps({**answer, "selectedOptionIds": ["a"]}))
+    await settle(client)
+    assert socket.writes == [["closed", "idle"]]
+    assert (await agent)[0] == 200
+    await broker.stop()
+
+
+async def test_frames_queued_together_drain_in_order() -> None:
+    client, socket, _ = await joined()
+    client.writable = False
+    client.deliver(pong(0), pong(1))
+    client.deliver(pong(2))
+    client.drain()
+    assert [f["n"] for f in socket.written] == [0, 1, 2]
 
 
 async def test_a_client_too_far_behind_is_closed_1008() -> None:

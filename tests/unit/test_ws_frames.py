@@ -648,3 +648,49 @@ def test_a_server_frame_is_left_to_websockets_unless_the_connection_is_open_and_
     for protocol in (closing, pending, fragmenting, extended):
         assert server_frame(protocol, b"{}", True) is None
     assert server_frame(open_protocol(), b"{}", True) == b"\x81\x02{}"
+
+
+# --- several frames in one write ----------------------------------------------------------
+
+
+class Transport(asyncio.Transport):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes: list[bytes] = []
+
+    def write(self, data: bytes | bytearray | memoryview) -> None:
+        self.writes.append(bytes(data))
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["fast", "through-websockets"])
+async def test_several_frames_leave_in_one_write_and_read_back_in_order(fast: bool) -> None:
+    from broker.ws import ClientSocket
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        pass
+
+    config = uvicorn.Config(app, log_config=None, lifespan="off")
+    config.load()
+    socket = ClientSocket(config, ServerState(), {}, _loop=asyncio.get_running_loop())
+    client = ClientProtocol(parse_uri("ws://broker.test/v1/sessions/s1/ws"))
+    client.send_request(client.connect())
+    server = ServerProtocol()
+    server.receive_data(b"".join(client.data_to_send()))
+    [request] = server.events_received()
+    server.send_response(server.accept(request))
+    client.receive_data(b"".join(server.data_to_send()))
+    client.events_received()  # the handshake's response
+    socket.conn, socket.transport, socket.fast_frames = server, Transport(), fast
+
+    socket.write_frames([b'{"type":"closed"}', b'{"type":"idle"}', binary_payload(300)], text=False)
+    socket.write_frame(b"last", text=True)
+
+    assert len(socket.transport.writes) == 2  # one per call
+    client.receive_data(b"".join(socket.transport.writes))
+    got = [(frame.opcode, bytes(frame.data)) for frame in client.events_received() if isinstance(frame, Frame)]
+    assert got == [
+        (OP_BINARY, b'{"type":"closed"}'),
+        (OP_BINARY, b'{"type":"idle"}'),
+        (OP_BINARY, binary_payload(300)),
+        (OP_TEXT, b"last"),
+    ]
