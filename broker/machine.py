@@ -159,12 +159,16 @@ class Questionnaire(msgspec.Struct, frozen=True):
         }
 
     @classmethod
-    def from_record(cls, record: dict[str, Any]) -> Questionnaire:
+    def from_record(cls, record: dict[str, Any], questions: tuple[Question, ...] | None = None) -> Questionnaire:
+        """The state a record holds. ``questions``: its questions, already built by a caller
+        that has checked they are the record's (they never change once a questionnaire starts)."""
         draft = record.get("draft")
+        if questions is None:
+            questions = tuple([Question.from_wire(q) for q in record["questions"]])
         return cls(
             id=record["id"],
             session_id=record["sessionId"],
-            questions=tuple([Question.from_wire(q) for q in record["questions"]]),
+            questions=questions,
             created_at=record["createdAt"],
             updated_at=record["updatedAt"],
             status=record["status"],

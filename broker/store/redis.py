@@ -96,6 +96,7 @@ from broker.store.base import (
     StoreUnavailable,
     Written,
 )
+from broker.store.records import Records
 from broker.store.redis_wire import NoticeConnection, RedisWire
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
@@ -313,6 +314,11 @@ class _reachable:  # noqa: N801 - used as ``with _reachable("load"):``, like a f
             raise StoreUnavailable(f"redis store: {self.what} failed: {type(exc).__name__}: {exc}") from exc
 
 
+def _head(state: Questionnaire, seq: int) -> Head:
+    """A session's head as a write script names it: the oldest open questionnaire's record."""
+    return Head(None if state.is_terminal else state, seq)
+
+
 def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice | None:
     """The notice in a published message, or None when it is not one (never raises);
     ``decode`` turns its record into a state, when a receiver asks for it."""
@@ -341,7 +347,7 @@ def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice 
         next_head = Head(None, seq)
     elif head is not None:
         try:
-            next_head = RedisStore._head(head, seq)
+            next_head = _head(decode(head), seq)
         except Exception:  # noqa: BLE001 - a malformed record: the receiver reads instead
             next_head = None
     return Notice(
@@ -661,6 +667,7 @@ class RedisStore(Store):
         # the links (notice connections) by endpoint name.
         self._subscribed: dict[bytes, str] = {}
         self._own_records: OrderedDict[bytes, Questionnaire] = OrderedDict()  # see _pack_own
+        self._records = Records()
         self._unconfirmed: dict[bytes, asyncio.Future[None]] = {}
         self._links: dict[str, _Link] = {}
         self._route_lock = asyncio.Lock()
@@ -1029,15 +1036,10 @@ class RedisStore(Store):
     def _presence_keys(session_id: str) -> list[str]:
         return [_prefix(session_id) + "clients", _prefix(session_id) + "seen"]
 
-    @staticmethod
-    def _pack(state: Questionnaire) -> bytes:
-        packed: bytes = msgpack.packb(state.to_record(), use_bin_type=True)
-        return packed
-
     def _pack_own(self, state: Questionnaire) -> bytes:
         """``state`` packed for a write of ours, remembered: the notice of that write comes
         back to this process too, and then costs a lookup rather than a decoding."""
-        packed = self._pack(state)
+        packed = self._records.pack(state)
         own = self._own_records
         own[packed] = state
         if len(own) > _OWN_RECORDS:
@@ -1050,14 +1052,11 @@ class RedisStore(Store):
         state = self._own_records.get(record)
         return self._unpack(record) if state is None else state
 
-    @staticmethod
-    def _unpack(record: Any) -> Questionnaire:
-        return Questionnaire.from_record(msgpack.unpackb(record, raw=False))
+    def _unpack(self, record: Any) -> Questionnaire:
+        return self._records.unpack(record)
 
-    @staticmethod
-    def _head(record: Any, seq: int) -> Head:
-        state = RedisStore._unpack(record)
-        return Head(None if state.is_terminal else state, seq)
+    def _head(self, record: Any, seq: int) -> Head:
+        return _head(self._records.unpack(record), seq)
 
     @staticmethod
     def _notice(state: Questionnaire) -> bytes:

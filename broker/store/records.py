@@ -1,0 +1,69 @@
+"""Questionnaire states as stored records (msgpack), each questionnaire's questions done once.
+
+A record holds the whole state, questions included, and every write stores it again; every
+notice carries it to the other processes. The questions are most of it and never change
+once a questionnaire starts, so a process keeps, for the questionnaires it has seen lately,
+their questions packed (a write packs the rest and appends them) and built (a record whose
+questions equal them reuses them instead of building some forty objects again).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final, NamedTuple
+
+import msgpack
+
+from broker.machine import Questionnaire
+from broker.model import Question
+
+KNOWN_QUESTIONNAIRES: Final = 1024  # questionnaires whose questions a process keeps
+
+# A record without its questions is a map of 12 entries (fixmap 0x8c); with them, of 13.
+_REST_HEAD: Final = 0x8C
+_WHOLE_HEAD: Final = b"\x8d"
+_QUESTIONS_KEY: Final[bytes] = msgpack.packb("questions")
+
+
+class _Known(NamedTuple):
+    questions: tuple[Question, ...]
+    wire: list[dict[str, Any]]  # as a record spells them
+    packed: bytes
+
+
+class Records:
+    """Packs states into records and unpacks them, remembering recent questions."""
+
+    def __init__(self, size: int = KNOWN_QUESTIONNAIRES) -> None:
+        self._size = size
+        self._known: dict[str, _Known] = {}  # questionnaire id -> its questions, oldest first
+
+    def pack(self, state: Questionnaire) -> bytes:
+        record = state.to_record()
+        del record["questions"]  # (three references to wire forms the questions keep)
+        rest: bytes = msgpack.packb(record, use_bin_type=True)
+        if rest[0] != _REST_HEAD:  # (a field added to records: pack it all)
+            whole: bytes = msgpack.packb(state.to_record(), use_bin_type=True)
+            return whole
+        known = self._known.get(state.id)
+        if known is None or known.questions is not state.questions:
+            known = self._remember(state.id, state.questions)
+        return b"".join((_WHOLE_HEAD, rest[1:], _QUESTIONS_KEY, known.packed))
+
+    def unpack(self, packed: bytes) -> Questionnaire:
+        record = msgpack.unpackb(packed, raw=False)
+        known = self._known.get(record["id"]) if type(record) is dict else None
+        if known is not None and known.wire == record["questions"]:
+            return Questionnaire.from_record(record, known.questions)
+        state = Questionnaire.from_record(record)
+        self._remember(state.id, state.questions)
+        return state
+
+    def _remember(self, questionnaire_id: str, questions: tuple[Question, ...]) -> _Known:
+        wire = [question.to_wire() for question in questions]
+        known = _Known(questions, wire, msgpack.packb(wire, use_bin_type=True))
+        remembered = self._known
+        remembered.pop(questionnaire_id, None)
+        remembered[questionnaire_id] = known
+        if len(remembered) > self._size:
+            del remembered[next(iter(remembered))]  # the oldest
+        return known

@@ -1,0 +1,87 @@
+"""Records: states packed for the store and unpacked, each questionnaire's questions done once."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import msgpack
+import msgspec
+import pytest
+
+from broker.machine import Questionnaire
+from broker.store.records import Records
+from tests.unit.core_samples import answer, cancel, clarify, draft, multi, new_questionnaire, resume, single
+
+SAMPLES = {
+    "new": lambda: new_questionnaire(),
+    "drafted": lambda: draft(new_questionnaire(), "a"),
+    "suspended": lambda: clarify(draft(new_questionnaire(), "a")),
+    "resumed": lambda: resume(clarify(new_questionnaire())),
+    "answered, with Other": lambda: answer(new_questionnaire(single(allowOther=True), multi()), other="mine"),
+    "cancelled": lambda: cancel(new_questionnaire()),
+}
+
+
+def plainly_packed(state: Questionnaire) -> bytes:
+    """A record as packed without any remembering (and by brokers before it)."""
+    packed: bytes = msgpack.packb(state.to_record(), use_bin_type=True)
+    return packed
+
+
+@pytest.mark.parametrize("make", SAMPLES.values(), ids=SAMPLES.keys())
+def test_a_packed_record_holds_what_the_state_says(make: Callable[[], Questionnaire]) -> None:
+    state = make()
+    records = Records()
+    for _ in range(2):  # first with the questions packed anew, then with them remembered
+        assert msgpack.unpackb(records.pack(state), raw=False) == state.to_record()
+
+
+@pytest.mark.parametrize("make", SAMPLES.values(), ids=SAMPLES.keys())
+def test_a_record_unpacks_to_the_state_it_was_packed_from(make: Callable[[], Questionnaire]) -> None:
+    state = make()
+    assert Records().unpack(Records().pack(state)) == state  # by another process
+    records = Records()
+    assert records.unpack(records.pack(state)) == state  # by this one
+    assert Records().unpack(plainly_packed(state)) == state  # packed by an older broker
+
+
+def test_a_later_record_of_a_known_questionnaire_reuses_its_questions() -> None:
+    records = Records()
+    first = records.unpack(plainly_packed(new_questionnaire()))
+    later = records.unpack(plainly_packed(answer(new_questionnaire(), "a")))
+    assert later.questions is first.questions
+    assert later.answers and later.step == 1
+
+
+def test_questions_that_differ_from_the_remembered_ones_are_built_from_the_record() -> None:
+    records = Records()
+    known = new_questionnaire()
+    records.pack(known)
+    record = known.to_record()
+    record["questions"][0] = {**record["questions"][0], "label": "Another label"}
+    state = records.unpack(msgpack.packb(record, use_bin_type=True))
+    assert state.questions[0].label == "Another label"
+    assert state.questions is not known.questions
+
+
+def test_a_state_with_other_questions_under_the_same_id_packs_its_own() -> None:
+    records = Records()
+    records.pack(new_questionnaire(single()))
+    other = new_questionnaire(multi())
+    assert msgpack.unpackb(records.pack(other), raw=False) == other.to_record()
+
+
+def test_only_the_latest_questionnaires_are_remembered() -> None:
+    records = Records(size=2)
+    states = [msgspec.structs.replace(new_questionnaire(), id=f"qn-{n}") for n in range(3)]
+    seen = [records.unpack(plainly_packed(state)) for state in states]
+    assert records.unpack(plainly_packed(states[2])).questions is seen[2].questions
+    assert records.unpack(plainly_packed(states[0])).questions is not seen[0].questions  # forgotten
+
+
+def test_a_malformed_record_raises() -> None:
+    records = Records()
+    with pytest.raises((KeyError, TypeError)):
+        records.unpack(msgpack.packb({"id": "qn-1"}))
+    with pytest.raises((KeyError, TypeError, AttributeError)):
+        records.unpack(msgpack.packb([1, 2, 3]))
