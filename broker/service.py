@@ -495,15 +495,13 @@ class Broker:
         if that is it, else read from the store."""
         previous, shown = hub.shown, head.state
         if hub.clients and not _same_view(previous, shown):
+            closing: list[dict[str, Any]] = []
             if previous is not None and (shown is None or shown.id != previous.id):
                 if ended is None or ended.id != previous.id:
                     ended = await self.store.load(hub.session_id, previous.id)
                 if ended is not None and ended.is_terminal:
-                    # With the next view, in one write: every questionnaire ends with both.
-                    hub.broadcast(frames.closed(ended), frames.view(shown))
-                    hub.shown, hub.seq = shown, head.seq
-                    return
-            hub.broadcast(frames.view(shown))
+                    closing.append(frames.closed(ended))  # sent with the next view, in one write
+            hub.broadcast(*closing, frames.view(shown))
         hub.shown, hub.seq = shown, head.seq
 
     async def _follow_write(self, hub: SessionHub, new: Questionnaire, written: Written) -> None:

@@ -85,3 +85,12 @@ def test_a_malformed_record_raises() -> None:
         records.unpack(msgpack.packb({"id": "qn-1"}))
     with pytest.raises((KeyError, TypeError, AttributeError)):
         records.unpack(msgpack.packb([1, 2, 3]))
+
+
+def test_a_record_with_a_field_more_is_packed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Appending the packed questions relies on the rest being a map of 12 entries; a field
+    added to records must not break the packing, only its shortcut."""
+    to_record = Questionnaire.to_record
+    monkeypatch.setattr(Questionnaire, "to_record", lambda self: {**to_record(self), "extra": 1})
+    state = new_questionnaire()
+    assert msgpack.unpackb(Records().pack(state), raw=False) == {**state.to_record(), "extra": 1}
