@@ -925,6 +925,7 @@ def main() -> int:
 def _markdown(results: dict[str, Any], rows: list[list[str]], args: argparse.Namespace, duration: float) -> str:
     m = results["machine"]
     s = results["settings"]
+    rounds, back_to_back = s["latency_rounds"], s["latency_rounds"] * s["round_count"]
     note = f"**Note:** {args.note}\n\n" if args.note else ""
     when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     return f"""# Benchmarks
@@ -949,9 +950,8 @@ machine, commit, fan-out, write), with the median time of each.
   commits an answer before showing the next question can do here).
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
-  - *latency*: {s["latency_rounds"] * s["round_count"]} questionnaires of 3 questions in
-    {s["latency_rounds"]} rounds, one session answering back to back (no think time), as
-    the echo floor's client sends; a
+  - *latency*: {back_to_back} questionnaires of 3 questions in {rounds} rounds, one
+    session answering back to back (no think time), as the echo floor's client sends; a
     figure is the median over the rounds, its ratio the median of each round's ratio to
     the echo of that round. The bots time from the moment an encoded frame leaves to the
     moment the reply arrives, before decoding it, as the echo client does. And
