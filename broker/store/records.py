@@ -39,7 +39,7 @@ class Records:
 
     def pack(self, state: Questionnaire) -> bytes:
         record = state.to_record()
-        del record["questions"]  # (three references to wire forms the questions keep)
+        del record["questions"]  # (a list of the questions' own wire forms: nothing is copied)
         rest: bytes = msgpack.packb(record, use_bin_type=True)
         if rest[0] != _REST_HEAD:  # (a field added to records: pack it all)
             whole: bytes = msgpack.packb(state.to_record(), use_bin_type=True)

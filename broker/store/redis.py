@@ -314,7 +314,7 @@ class _reachable:  # noqa: N801 - used as ``with _reachable("load"):``, like a f
             raise StoreUnavailable(f"redis store: {self.what} failed: {type(exc).__name__}: {exc}") from exc
 
 
-def _head(state: Questionnaire, seq: int) -> Head:
+def _head_of(state: Questionnaire, seq: int) -> Head:
     """A session's head as a write script names it: the oldest open questionnaire's record."""
     return Head(None if state.is_terminal else state, seq)
 
@@ -347,7 +347,7 @@ def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice 
         next_head = Head(None, seq)
     elif head is not None:
         try:
-            next_head = _head(decode(head), seq)
+            next_head = _head_of(decode(head), seq)
         except Exception:  # noqa: BLE001 - a malformed record: the receiver reads instead
             next_head = None
     return Notice(
@@ -1056,7 +1056,7 @@ class RedisStore(Store):
         return self._records.unpack(record)
 
     def _head(self, record: Any, seq: int) -> Head:
-        return _head(self._records.unpack(record), seq)
+        return _head_of(self._records.unpack(record), seq)
 
     @staticmethod
     def _notice(state: Questionnaire) -> bytes:
