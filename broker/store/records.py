@@ -11,17 +11,23 @@ from __future__ import annotations
 
 from typing import Any, Final, NamedTuple
 
-import msgpack
+import msgspec
 
 from broker.machine import Questionnaire
 from broker.model import Question
 
 KNOWN_QUESTIONNAIRES: Final = 1024  # questionnaires whose questions a process keeps
 
+# msgpack, as msgpack-python's packb(use_bin_type=True) / unpackb(raw=False) spell it, byte for
+# byte, at a third of the cost: records and notices are packed on every write and unpacked
+# on every notice. A malformed input raises msgspec.DecodeError (a ValueError).
+to_msgpack: Final = msgspec.msgpack.Encoder().encode
+from_msgpack: Final = msgspec.msgpack.Decoder().decode
+
 # A record without its questions is a map of 12 entries (fixmap 0x8c); with them, of 13.
 _REST_HEAD: Final = 0x8C
 _WHOLE_HEAD: Final = b"\x8d"
-_QUESTIONS_KEY: Final[bytes] = msgpack.packb("questions")
+_QUESTIONS_KEY: Final[bytes] = to_msgpack("questions")
 
 
 class _Known(NamedTuple):
@@ -40,17 +46,16 @@ class Records:
     def pack(self, state: Questionnaire) -> bytes:
         record = state.to_record()
         del record["questions"]  # (a list of the questions' own wire forms: nothing is copied)
-        rest: bytes = msgpack.packb(record, use_bin_type=True)
+        rest = to_msgpack(record)
         if rest[0] != _REST_HEAD:  # (a field added to records: pack it all)
-            whole: bytes = msgpack.packb(state.to_record(), use_bin_type=True)
-            return whole
+            return to_msgpack(state.to_record())
         known = self._known.get(state.id)
         if known is None or known.questions is not state.questions:
             known = self._remember(state.id, state.questions)
         return b"".join((_WHOLE_HEAD, rest[1:], _QUESTIONS_KEY, known.packed))
 
     def unpack(self, packed: bytes) -> Questionnaire:
-        record = msgpack.unpackb(packed, raw=False)
+        record = from_msgpack(packed)
         known = self._known.get(record["id"]) if type(record) is dict else None
         if known is not None and known.wire == record["questions"]:
             return Questionnaire.from_record(record, known.questions)
@@ -60,7 +65,7 @@ class Records:
 
     def _remember(self, questionnaire_id: str, questions: tuple[Question, ...]) -> _Known:
         wire = [question.to_wire() for question in questions]
-        known = _Known(questions, wire, msgpack.packb(wire, use_bin_type=True))
+        known = _Known(questions, wire, to_msgpack(wire))
         remembered = self._known
         remembered.pop(questionnaire_id, None)
         remembered[questionnaire_id] = known

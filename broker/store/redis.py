@@ -70,7 +70,6 @@ from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Final
 
-import msgpack
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
@@ -96,7 +95,7 @@ from broker.store.base import (
     StoreUnavailable,
     Written,
 )
-from broker.store.records import Records
+from broker.store.records import Records, from_msgpack, to_msgpack
 from broker.store.redis_wire import NoticeConnection, RedisWire
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
@@ -323,8 +322,8 @@ def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice 
     """The notice in a published message, or None when it is not one (never raises);
     ``decode`` turns its record into a state, when a receiver asks for it."""
     try:
-        fields = msgpack.unpackb(data, raw=False)
-    except (ValueError, TypeError, msgpack.UnpackException):
+        fields = from_msgpack(data)
+    except (ValueError, TypeError):
         return None
     if not isinstance(fields, list) or len(fields) < 3:
         return None
@@ -1062,5 +1061,5 @@ class RedisStore(Store):
     def _notice(state: Questionnaire) -> bytes:
         """The notice's first four fields, under the header of the whole 7-field array (the
         script appends the record, the write number and the head)."""
-        packed: bytes = msgpack.packb([state.session_id, state.id, state.version, state.status], use_bin_type=True)
+        packed = to_msgpack([state.session_id, state.id, state.version, state.status])
         return b"\x97" + packed[1:]  # fixarray 4 -> fixarray 7

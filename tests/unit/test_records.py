@@ -9,7 +9,7 @@ import msgspec
 import pytest
 
 from broker.machine import Questionnaire
-from broker.store.records import Records
+from broker.store.records import Records, from_msgpack, to_msgpack
 from tests.unit.core_samples import answer, cancel, clarify, draft, multi, new_questionnaire, resume, single
 
 SAMPLES = {
@@ -34,6 +34,23 @@ def test_a_packed_record_holds_what_the_state_says(make: Callable[[], Questionna
     records = Records()
     for _ in range(2):  # first with the questions packed anew, then with them remembered
         assert msgpack.unpackb(records.pack(state), raw=False) == state.to_record()
+
+
+@pytest.mark.parametrize("make", SAMPLES.values(), ids=SAMPLES.keys())
+def test_a_record_is_packed_byte_for_byte_as_msgpack_python_packs_it(make: Callable[[], Questionnaire]) -> None:
+    """Brokers before this one packed with msgpack-python: same map, same bytes."""
+    state = make()
+    record = state.to_record()
+    record["questions"] = record.pop("questions")  # (packed last, after the rest)
+    records = Records()
+    for _ in range(2):
+        assert records.pack(state) == msgpack.packb(record, use_bin_type=True)
+
+
+def test_packing_a_notice_head_matches_msgpack_python() -> None:
+    value = ["sid-1", "qn-1", 2**40, "in_progress", b"\x00" * 70_000, None, False, 1.5, -3]
+    assert to_msgpack(value) == msgpack.packb(value, use_bin_type=True)
+    assert from_msgpack(msgpack.packb(value, use_bin_type=True)) == value
 
 
 @pytest.mark.parametrize("make", SAMPLES.values(), ids=SAMPLES.keys())
@@ -85,6 +102,10 @@ def test_a_malformed_record_raises() -> None:
         records.unpack(msgpack.packb({"id": "qn-1"}))
     with pytest.raises((KeyError, TypeError, AttributeError)):
         records.unpack(msgpack.packb([1, 2, 3]))
+    with pytest.raises(ValueError):
+        records.unpack(b"\x93\x01")  # cut short
+    with pytest.raises(ValueError):
+        records.unpack(msgpack.packb({"id": "qn-1"}) + b"\x00")  # trailing bytes
 
 
 def test_a_record_with_a_field_more_is_packed_whole(monkeypatch: pytest.MonkeyPatch) -> None:
