@@ -39,7 +39,7 @@ from websockets.http11 import Request
 
 from broker import frames
 from broker.auth import valid_session_id, verify_token
-from broker.eager import eagerly
+from broker.eager import Resuming, eagerly
 from broker.errors import BrokerError
 from broker.frames import Codec
 from broker.service import Broker, Encoded
@@ -349,7 +349,7 @@ class ClientConnection:
         self.backlog: list[bytes] = []  # frames waiting for the socket to drain
         self.writable = True
         self.working = False  # a worker handles the inbox (at once, or in ``worker``)
-        self.worker: asyncio.Task[None] | None = None
+        self.worker: asyncio.Task[None] | Resuming | None = None
         self.bucket = TokenBucket(broker.config.rate_limit, broker.config.rate_burst)
         # Until the hello: the hello deadline; after it: the token's expiry (if any).
         self.timer: asyncio.TimerHandle | None = socket.loop.call_later(

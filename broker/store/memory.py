@@ -185,6 +185,7 @@ class MemoryStore(Store):
             log.exception("notice handler failed")
             return
         if task is not None:
+            assert isinstance(task, asyncio.Task)  # (it waited on a lock: only Redis replies are Resumable)
             self._pending.add(task)
             task.add_done_callback(self._notice_done)
 

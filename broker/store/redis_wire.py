@@ -47,6 +47,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
+from broker.eager import Resumable
+
 RETRY_PAUSE: Final = 0.05  # seconds before the one retry on a new connection (redis-py's backoff)
 
 # Error replies by their first word, as redis-py classifies them (its classes, so that a
@@ -120,7 +122,7 @@ class _Connection(_RespSocket):
         super().__init__()
         self._timeout = timeout
         self._loop = asyncio.get_running_loop()
-        self._waiting: deque[asyncio.Future[Any]] = deque()
+        self._waiting: deque[Resumable] = deque()
         self._outbox: list[bytes] = []  # commands not written yet (see ``call``)
         self._watchdog: asyncio.TimerHandle | None = None
         self._progress = 0.0  # loop time of the last reply, or of a command sent to an idle connection
@@ -129,11 +131,12 @@ class _Connection(_RespSocket):
     def usable(self) -> bool:
         return self._failure is None
 
-    def call(self, packed: bytes) -> asyncio.Future[Any]:
-        """Send one packed command; the future gets its reply (or its error)."""
+    def call(self, packed: bytes) -> Resumable:
+        """Send one packed command; the future gets its reply (or its error). A caller run
+        eagerly (broker/eager.py) goes on in the callback that reads the reply."""
         if self._failure is not None or self._transport is None:
             raise RedisConnectionError(str(self._failure or "not connected"))
-        future: asyncio.Future[Any] = self._loop.create_future()
+        future = Resumable(loop=self._loop)
         idle = not self._waiting
         if idle:
             self._progress = self._loop.time()
@@ -166,6 +169,7 @@ class _Connection(_RespSocket):
             future.set_exception(reply)
         else:
             future.set_result(reply)
+        future.resume()
         return True
 
     def _read_all(self) -> None:
@@ -194,6 +198,7 @@ class _Connection(_RespSocket):
             future = self._waiting.popleft()
             if not future.done():
                 future.set_exception(type(error)(str(error)))  # one exception object per caller
+                self._loop.call_soon(future.resume)  # (not here: the failure is still unwinding)
 
 
 class RedisWire:

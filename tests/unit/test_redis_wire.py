@@ -16,7 +16,7 @@ import hiredis
 import pytest
 from redis import exceptions as redis_errors
 
-from broker.eager import eagerly
+from broker.eager import Resuming, eagerly
 from broker.store.redis_wire import NoticeConnection, RedisWire
 
 BOUND = 5.0  # seconds any one await here may take before the test fails rather than hangs
@@ -178,6 +178,45 @@ async def test_a_caller_without_a_task_connects_and_gets_its_reply(server: FakeR
         assert await replies == b"no task here"
         await pending[0]
     assert server.connections == 1
+
+
+async def test_a_caller_run_eagerly_gets_its_reply_in_the_read_callback_with_no_task(
+    server: FakeRedis, wires: list[RedisWire]
+) -> None:
+    wire = kept(wires, server.wire())
+    async with asyncio.timeout(BOUND):
+        await wire.execute("ECHO", "open the connection first")
+    seen: asyncio.Future[tuple[object, object]] = asyncio.get_running_loop().create_future()
+
+    async def command() -> None:
+        reply = await wire.execute("ECHO", "straight through")
+        seen.set_result((reply, asyncio.current_task()))
+
+    started: list[object] = []
+    asyncio.get_running_loop().call_soon(lambda: started.append(eagerly(command())))
+    async with asyncio.timeout(BOUND):
+        assert await seen == (b"straight through", None)  # (None: the socket's read callback)
+    assert isinstance(started[0], Resuming) and started[0].task is None
+
+
+async def test_a_caller_run_eagerly_whose_connection_drops_gets_the_retrys_reply_in_a_task(
+    server: FakeRedis, wires: list[RedisWire]
+) -> None:
+    wire = kept(wires, server.wire())
+    async with asyncio.timeout(BOUND):
+        await wire.execute("ECHO", "open the connection first")
+    server.drop_on = {2}
+    seen: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+
+    async def command() -> None:
+        seen.set_result(await wire.execute("ECHO", "again"))
+
+    started: list[object] = []
+    asyncio.get_running_loop().call_soon(lambda: started.append(eagerly(command())))
+    async with asyncio.timeout(BOUND):
+        assert await seen == b"again"
+    assert isinstance(started[0], Resuming) and started[0].task is not None  # (the pause before the retry)
+    assert server.connections == 2
 
 
 async def test_replies_come_through_raw(server: FakeRedis, wires: list[RedisWire]) -> None:
