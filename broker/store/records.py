@@ -4,7 +4,9 @@ A record holds the whole state, questions included, and every write stores it ag
 notice carries it to the other processes. The questions are most of it and never change
 once a questionnaire starts, so a process keeps, for the questionnaires it has seen lately,
 their questions packed (a write packs the rest and appends them) and built (a record whose
-questions equal them reuses them instead of building some forty objects again).
+questions equal them reuses them instead of building some forty objects again). A record
+packed here ends with those very bytes, so for one of a known questionnaire only the rest is
+decoded.
 """
 
 from __future__ import annotations
@@ -30,10 +32,15 @@ _WHOLE_HEAD: Final = b"\x8d"
 _QUESTIONS_KEY: Final[bytes] = to_msgpack("questions")
 
 
+# A record packed here starts with its id: {"id": <str 8 or fixstr>, ...
+_ID_HEAD: Final = _WHOLE_HEAD + to_msgpack("id")
+
+
 class _Known(NamedTuple):
     questions: tuple[Question, ...]
     wire: list[dict[str, Any]]  # as a record spells them
     packed: bytes
+    tail: bytes  # how a record packed here ends: the "questions" key, then ``packed``
 
 
 class Records:
@@ -52,9 +59,13 @@ class Records:
         known = self._known.get(state.id)
         if known is None or known.questions is not state.questions:
             known = self._remember(state.id, state.questions)
-        return b"".join((_WHOLE_HEAD, rest[1:], _QUESTIONS_KEY, known.packed))
+        return b"".join((_WHOLE_HEAD, rest[1:], known.tail))
 
     def unpack(self, packed: bytes) -> Questionnaire:
+        known = self._known_by_tail(packed)
+        if known is not None:  # only the rest to decode: a twelfth of the objects
+            rest = from_msgpack(bytes((_REST_HEAD,)) + packed[1 : len(packed) - len(known.tail)])
+            return Questionnaire.from_record(rest, known.questions)
         record = from_msgpack(packed)
         known = self._known.get(record["id"]) if type(record) is dict else None
         if known is not None and known.wire == record["questions"]:
@@ -63,9 +74,29 @@ class Records:
         self._remember(state.id, state.questions)
         return state
 
+    def _known_by_tail(self, packed: bytes) -> _Known | None:
+        """The remembered questions ``packed`` ends with, when it was packed here (its id
+        first, its questions last: the id finds them, the bytes prove them the same)."""
+        if not packed.startswith(_ID_HEAD):
+            return None
+        at = len(_ID_HEAD)
+        kind = packed[at]
+        if 0xA0 <= kind <= 0xBF:  # fixstr
+            length, at = kind - 0xA0, at + 1
+        elif kind == 0xD9:  # str 8 (a UUID's 36 characters)
+            length, at = packed[at + 1], at + 2
+        else:
+            return None
+        try:
+            known = self._known.get(packed[at : at + length].decode())
+        except UnicodeDecodeError:
+            return None
+        return known if known is not None and packed.endswith(known.tail) else None
+
     def _remember(self, questionnaire_id: str, questions: tuple[Question, ...]) -> _Known:
         wire = [question.to_wire() for question in questions]
-        known = _Known(questions, wire, to_msgpack(wire))
+        packed = to_msgpack(wire)
+        known = _Known(questions, wire, packed, _QUESTIONS_KEY + packed)
         remembered = self._known
         remembered.pop(questionnaire_id, None)
         remembered[questionnaire_id] = known

@@ -9,6 +9,7 @@ import msgspec
 import pytest
 
 from broker.machine import Questionnaire
+from broker.store import records as records_module
 from broker.store.records import Records, from_msgpack, to_msgpack
 from tests.unit.core_samples import answer, cancel, clarify, draft, multi, new_questionnaire, resume, single
 
@@ -68,6 +69,33 @@ def test_a_later_record_of_a_known_questionnaire_reuses_its_questions() -> None:
     later = records.unpack(plainly_packed(answer(new_questionnaire(), "a")))
     assert later.questions is first.questions
     assert later.answers and later.step == 1
+
+
+@pytest.mark.parametrize("questionnaire_id", ["qn-1", "0f9a3c1e-1111-2222-3333-444455556666", "q" * 300])
+def test_a_record_packed_here_of_a_known_questionnaire_decodes_only_its_rest(
+    questionnaire_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its questions are recognised by their bytes: no decoding them, no comparing them.
+    (An id longer than a str 8 holds is simply decoded whole.)"""
+    state = msgspec.structs.replace(answer(new_questionnaire(), "a"), id=questionnaire_id)
+    packer, receiver = Records(), Records()
+    receiver.unpack(packer.pack(state))  # the receiver learns the questions
+    decoded: list[int] = []
+    monkeypatch.setattr(records_module, "from_msgpack", lambda data: decoded.append(len(data)) or from_msgpack(data))
+    packed = packer.pack(state)
+    unpacked = receiver.unpack(packed)
+    assert unpacked == state
+    if len(questionnaire_id) < 256:
+        assert len(decoded) == 1 and decoded[0] < len(packed) // 2
+    else:
+        assert decoded == [len(packed)]
+
+
+def test_a_record_of_a_known_questionnaire_packed_elsewhere_is_decoded_whole() -> None:
+    records = Records()
+    state = answer(new_questionnaire(), "a")
+    records.unpack(records.pack(new_questionnaire()))
+    assert records.unpack(plainly_packed(state)) == state  # questions in the middle: no tail to find
 
 
 def test_questions_that_differ_from_the_remembered_ones_are_built_from_the_record() -> None:
