@@ -59,8 +59,9 @@ async def test_an_exception_after_a_wait_ends_the_task_with_it() -> None:
         await task
 
 
-async def test_an_exception_set_on_the_awaited_future_is_raised_inside_the_coroutine() -> None:
-    gate = asyncio.get_running_loop().create_future()
+@pytest.mark.parametrize("resumable", [False, True], ids=["a plain future", "a Resumable"])
+async def test_an_exception_set_on_the_awaited_future_is_raised_inside_the_coroutine(resumable: bool) -> None:
+    gate = Resumable(loop=asyncio.get_running_loop()) if resumable else asyncio.get_running_loop().create_future()
     caught: list[BaseException] = []
 
     async def work() -> None:
@@ -69,10 +70,14 @@ async def test_an_exception_set_on_the_awaited_future_is_raised_inside_the_corou
         except KeyError as exc:
             caught.append(exc)
 
-    task = eagerly(work())
-    assert task is not None
+    running = eagerly(work())
     gate.set_exception(KeyError("from the future"))
-    await task
+    if resumable:
+        assert isinstance(running, Resuming)
+        gate.resume()  # (at once, here)
+    else:
+        assert isinstance(running, asyncio.Task)
+        await running
     assert [type(exc) for exc in caught] == [KeyError]
 
 
@@ -159,22 +164,6 @@ async def test_a_wait_on_a_resumable_goes_on_in_the_completers_call_with_no_task
     second.resume()
     assert ran == ["one", completer, "two"]
     assert resuming.task is None  # it never needed one
-
-
-async def test_an_exception_set_on_a_resumable_is_raised_inside_the_coroutine() -> None:
-    gate = _resumable()
-    caught: list[BaseException] = []
-
-    async def work() -> None:
-        try:
-            await gate
-        except KeyError as exc:
-            caught.append(exc)
-
-    assert isinstance(eagerly(work()), Resuming)
-    gate.set_exception(KeyError("from the reply"))
-    gate.resume()
-    assert [type(exc) for exc in caught] == [KeyError]
 
 
 async def test_after_a_resumable_any_other_wait_goes_on_in_a_task() -> None:

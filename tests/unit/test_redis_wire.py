@@ -10,7 +10,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import sys
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Coroutine
+from typing import Any
 
 import hiredis
 import pytest
@@ -142,6 +143,22 @@ def kept(wires: list[RedisWire], wire: RedisWire | None) -> RedisWire:
     return wire
 
 
+async def open_wire(server: FakeRedis, wires: list[RedisWire]) -> RedisWire:
+    """A wire whose connection is open already."""
+    wire = kept(wires, server.wire())
+    async with asyncio.timeout(BOUND):
+        await wire.execute("ECHO", "open the connection first")
+    return wire
+
+
+def eagerly_from_a_callback(coroutine: Coroutine[Any, Any, None]) -> list[object]:
+    """Start ``coroutine`` with ``eagerly`` from a loop callback, with no current task (as a
+    socket's read callback does); the list then holds what ``eagerly`` returned."""
+    started: list[object] = []
+    asyncio.get_running_loop().call_soon(lambda: started.append(eagerly(coroutine)))
+    return started
+
+
 # --- pipelining and replies ----------------------------------------------------------------
 
 
@@ -183,17 +200,14 @@ async def test_a_caller_without_a_task_connects_and_gets_its_reply(server: FakeR
 async def test_a_caller_run_eagerly_gets_its_reply_in_the_read_callback_with_no_task(
     server: FakeRedis, wires: list[RedisWire]
 ) -> None:
-    wire = kept(wires, server.wire())
-    async with asyncio.timeout(BOUND):
-        await wire.execute("ECHO", "open the connection first")
+    wire = await open_wire(server, wires)
     seen: asyncio.Future[tuple[object, object]] = asyncio.get_running_loop().create_future()
 
     async def command() -> None:
         reply = await wire.execute("ECHO", "straight through")
         seen.set_result((reply, asyncio.current_task()))
 
-    started: list[object] = []
-    asyncio.get_running_loop().call_soon(lambda: started.append(eagerly(command())))
+    started = eagerly_from_a_callback(command())
     async with asyncio.timeout(BOUND):
         assert await seen == (b"straight through", None)  # (None: the socket's read callback)
     assert isinstance(started[0], Resuming) and started[0].task is None
@@ -202,17 +216,14 @@ async def test_a_caller_run_eagerly_gets_its_reply_in_the_read_callback_with_no_
 async def test_a_caller_run_eagerly_whose_connection_drops_gets_the_retrys_reply_in_a_task(
     server: FakeRedis, wires: list[RedisWire]
 ) -> None:
-    wire = kept(wires, server.wire())
-    async with asyncio.timeout(BOUND):
-        await wire.execute("ECHO", "open the connection first")
+    wire = await open_wire(server, wires)
     server.drop_on = {2}
     seen: asyncio.Future[object] = asyncio.get_running_loop().create_future()
 
     async def command() -> None:
         seen.set_result(await wire.execute("ECHO", "again"))
 
-    started: list[object] = []
-    asyncio.get_running_loop().call_soon(lambda: started.append(eagerly(command())))
+    started = eagerly_from_a_callback(command())
     async with asyncio.timeout(BOUND):
         assert await seen == b"again"
     assert isinstance(started[0], Resuming) and started[0].task is not None  # (the pause before the retry)
