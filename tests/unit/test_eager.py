@@ -31,7 +31,7 @@ async def test_a_coroutine_that_waits_runs_up_to_the_wait_at_once_then_in_a_task
 
     task = eagerly(work())
     assert ran == ["before"]
-    assert task is not None and not task.done()
+    assert isinstance(task, asyncio.Task) and not task.done()
     gate.set_result("woken with the future's value")
     await task
     assert ran == ["before", "woken with the future's value", "after"]
@@ -53,7 +53,7 @@ async def test_an_exception_after_a_wait_ends_the_task_with_it() -> None:
         raise ValueError("later")
 
     task = eagerly(work())
-    assert task is not None
+    assert isinstance(task, asyncio.Task)
     gate.set_result(None)
     with pytest.raises(ValueError, match="later"):
         await task
@@ -72,7 +72,7 @@ async def test_an_exception_set_on_the_awaited_future_is_raised_inside_the_corou
 
     running = eagerly(work())
     gate.set_exception(KeyError("from the future"))
-    if resumable:
+    if isinstance(gate, Resumable):
         assert isinstance(running, Resuming)
         gate.resume()  # (at once, here)
     else:
@@ -91,7 +91,7 @@ async def test_cancelling_the_task_cancels_the_coroutine_where_it_waits() -> Non
             cleaned_up.append("finally ran")
 
     task = eagerly(work())
-    assert task is not None
+    assert isinstance(task, asyncio.Task)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
@@ -111,7 +111,7 @@ async def test_a_coroutine_that_catches_its_cancellation_goes_on_waiting() -> No
         seen.append(await gate)
 
     task = eagerly(work())
-    assert task is not None
+    assert isinstance(task, asyncio.Task)
     await asyncio.sleep(0)
     task.cancel()
     await asyncio.sleep(0)
@@ -133,7 +133,7 @@ async def test_an_uncontended_lock_is_taken_at_once_and_a_contended_one_waits_in
     first = eagerly(work("first"))
     second = eagerly(work("second"))
     assert order == ["first in"]
-    assert first is not None and second is not None
+    assert isinstance(first, asyncio.Task) and isinstance(second, asyncio.Task)
     await asyncio.gather(first, second)
     assert order == ["first in", "first out", "second in", "second out"]
 

@@ -186,10 +186,10 @@ async def test_a_caller_without_a_task_connects_and_gets_its_reply(server: FakeR
     def from_a_callback() -> None:
         assert asyncio.current_task() is None
         task = eagerly(command())
-        assert task is not None  # it waits for the connection, then the reply
+        assert isinstance(task, asyncio.Task)  # it waits for the connection, then the reply
         pending.append(task)
 
-    pending: list[asyncio.Task[None]] = []
+    pending: list[asyncio.Task[None]] = []  # (a task: it waits for the connection first)
     asyncio.get_running_loop().call_soon(from_a_callback)
     async with asyncio.timeout(BOUND):
         assert await replies == b"no task here"
