@@ -8,14 +8,15 @@ The normalized values are frozen: once a questionnaire has started, nothing the 
 still holds (their dicts and lists) can change its snapshot. Values are ``msgspec.Struct``
 classes with ``frozen=True`` (as across the broker: states, commands, frames): built in
 C, one costs an eighth of a frozen dataclass, and a questionnaire makes some forty.
-``Question`` stays a frozen dataclass: it keeps members derived once (its option ids, its
-wire form), which a Struct has no place for.
+``Question`` also keeps what is derived from it once (its option ids, its wire form): it is a
+Struct with an instance dict, where ``cached_property`` keeps them, outside its fields (so
+they take no part in equality, and the frozen fields stay frozen).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, Final, Literal
 
 import msgspec
@@ -53,8 +54,7 @@ class Option(msgspec.Struct, frozen=True):
         return wire
 
 
-@dataclass(frozen=True, slots=True)
-class Question:
+class Question(msgspec.Struct, frozen=True, dict=True):
     id: str
     label: str
     prompt: str
@@ -64,22 +64,18 @@ class Question:
     min_selections: int = 0  # meaningful for multi only
     max_selections: int | None = None  # multi only; None = no ceiling
 
-    # Derived once: answers are checked against it on every command.
-    option_ids: tuple[str, ...] = field(init=False, repr=False, compare=False)
-    # The wire form, made on first use: every question frame and stored record embeds it.
-    _wire: dict[str, Any] | None = field(init=False, default=None, repr=False, compare=False)
-
-    def __post_init__(self) -> None:
-        object.__setattr__(self, "option_ids", tuple([option.id for option in self.options]))
+    @cached_property
+    def option_ids(self) -> tuple[str, ...]:
+        """Derived once: answers are checked against them on every command."""
+        return tuple([option.id for option in self.options])
 
     def to_wire(self) -> dict[str, Any]:
         """The question as the protocol spells it. One dict, shared: never change it."""
-        if self._wire is None:
-            object.__setattr__(self, "_wire", self._make_wire())
-        assert self._wire is not None
         return self._wire
 
-    def _make_wire(self) -> dict[str, Any]:
+    @cached_property
+    def _wire(self) -> dict[str, Any]:
+        """Made on first use: every question frame and stored record embeds it."""
         wire: dict[str, Any] = {
             "id": self.id,
             "label": self.label,
