@@ -39,8 +39,7 @@ _ID_HEAD: Final = _WHOLE_HEAD + to_msgpack("id")
 class _Known(NamedTuple):
     questions: tuple[Question, ...]
     wire: list[dict[str, Any]]  # as a record spells them
-    packed: bytes
-    tail: bytes  # how a record packed here ends: the "questions" key, then ``packed``
+    tail: bytes  # how a record packed here ends: the "questions" key, then ``wire`` packed
 
 
 class Records:
@@ -95,8 +94,7 @@ class Records:
 
     def _remember(self, questionnaire_id: str, questions: tuple[Question, ...]) -> _Known:
         wire = [question.to_wire() for question in questions]
-        packed = to_msgpack(wire)
-        known = _Known(questions, wire, packed, _QUESTIONS_KEY + packed)
+        known = _Known(questions, wire, _QUESTIONS_KEY + to_msgpack(wire))
         remembered = self._known
         remembered.pop(questionnaire_id, None)
         remembered[questionnaire_id] = known
