@@ -54,6 +54,9 @@ PY = sys.executable
 PACE = "5-10"
 SECRET = "qbroker-bench-secret-0123456789abcdef"
 TICK = os.sysconf("SC_CLK_TCK")
+# Steal (the hypervisor running something else on this VM's cores) from this share of the
+# cores' time up is noted beside a figure: the broker had less of the machine than it seemed.
+STEAL_NOTE = 0.03
 PROGRESS_RE = re.compile(r"\[bots\]\s+([\d.]+)s\s+done (\d+)")
 
 
@@ -86,12 +89,20 @@ def rss_kib(pid: int) -> int:
     return 0
 
 
-def machine_busy() -> tuple[float, float]:
-    """(busy, total) jiffies of the whole machine, from /proc/stat."""
+def machine_busy() -> tuple[float, float, float]:
+    """(busy, total, steal) jiffies of the whole machine, from /proc/stat. Steal is time the
+    hypervisor gave this VM's cores to someone else; it counts as busy (we could not use it)."""
     values = [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
     idle = values[3] + (values[4] if len(values) > 4 else 0)
     total = sum(values[:8])
-    return total - idle, total
+    steal = values[7] if len(values) > 7 else 0
+    return total - idle, total, steal
+
+
+def steal_share(before: tuple[float, float, float], after: tuple[float, float, float]) -> float | None:
+    """The share of the cores' time the hypervisor took between two ``machine_busy`` readings."""
+    total = after[1] - before[1]
+    return (after[2] - before[2]) / total if total > 0 else None
 
 
 def child_env(**extra: str) -> dict[str, str]:
@@ -274,6 +285,7 @@ class LoadResult:
     cpu_per_q: float | None = None  # broker CPU seconds per completed questionnaire (steady window)
     broker_util: list[float] = field(default_factory=list)  # per broker, cores busy in the window
     machine_util: float | None = None  # share of all cores busy in the window
+    steal: float | None = None  # share of all cores' time the hypervisor took in the window
     bots_util: list[float] = field(default_factory=list)  # per load process, cores busy (whole run)
     window: float = 0.0
     notes: list[str] = field(default_factory=list)
@@ -282,7 +294,7 @@ class LoadResult:
 def run_bots(urls: list[str], pids: list[int], args: list[str], timeout: float) -> LoadResult:
     """Run ``qbroker bots`` while sampling the brokers' CPU and the bots' progress."""
     command = [PY, "-m", "broker.cli", "bots", "--url", ",".join(urls), "--json", "--progress", *args]
-    samples: list[tuple[float, list[float], tuple[float, float]]] = []
+    samples: list[tuple[float, list[float], tuple[float, float, float]]] = []
     progress: list[tuple[float, int]] = []
     done = threading.Event()
 
@@ -330,7 +342,7 @@ def run_bots(urls: list[str], pids: list[int], args: list[str], timeout: float) 
 def _steady_window(
     result: LoadResult,
     progress: list[tuple[float, int]],
-    samples: list[tuple[float, list[float], tuple[float, float]]],
+    samples: list[tuple[float, list[float], tuple[float, float, float]]],
 ) -> None:
     """Figures over the middle of the run (10% -> 90% of the completions): no set-up, no drain."""
     if len(progress) < 3 or len(samples) < 3:
@@ -345,7 +357,7 @@ def _steady_window(
     if t2 <= t1 or d2 <= d1:
         return
 
-    def at(t: float) -> tuple[list[float], tuple[float, float]]:
+    def at(t: float) -> tuple[list[float], tuple[float, float, float]]:
         best = min(samples, key=lambda s: abs(s[0] - t))
         return best[1], best[2]
 
@@ -359,6 +371,7 @@ def _steady_window(
     result.broker_util = [(b - a) / window for a, b in zip(cpu1, cpu2, strict=True)]
     busy, total = m2[0] - m1[0], m2[1] - m1[1]
     result.machine_util = busy / total if total else None
+    result.steal = steal_share(m1, m2)
 
 
 def latency_run(urls: list[str], pids: list[int], count: int, paced: bool) -> LoadResult:
@@ -420,6 +433,8 @@ def throughput_run(urls: list[str], pids: list[int], sessions: int, duration: fl
                 f"machine saturated ({result.machine_util:.0%} of {nproc} cores: bots {lg_max:.0%}/process, "
                 f"broker {broker_max:.0%}); the load generator shares the cores"
             )
+    if result.steal is not None and result.steal >= STEAL_NOTE:
+        result.notes.append(f"the hypervisor took {result.steal:.0%} of the cores' time (steal)")
     return result
 
 
@@ -887,6 +902,7 @@ def main() -> int:
         return 1
     machine = describe_machine()
     started = time.time()
+    busy_at_start = machine_busy()
     results: dict[str, Any] = {"machine": machine, "settings": settings.__dict__, "floors": {}}
     _say("floor: websockets echo round trip")
     results["floors"]["ws_echo"] = ws_echo_floor(settings.echo_n)
@@ -904,6 +920,8 @@ def main() -> int:
                 results["redis"] = store_suite("redis", redis_url, settings, args.profile)
             except Exception as exc:  # noqa: BLE001 - the memory figures still count
                 _say(f"redis runs failed: {exc}")
+    steal = steal_share(busy_at_start, machine_busy())
+    machine["steal"] = "-" if steal is None else f"{steal:.1%} of the cores' time over the run"
     rows = build_rows(results)
     duration = time.time() - started
     print()
@@ -976,7 +994,8 @@ machine, commit, fan-out, write), with the median time of each.
 {when}, {"quick" if args.quick else "full"} run, {duration:.0f} s.
 
 Machine: {m["nproc"]} cores ({m["cpu"]}), {m["memory"]} RAM, Linux {m["kernel"]},
-Python {m["python"]}; {m["packages"]}; redis-server {m["redis-server"]}.
+Python {m["python"]}; {m["packages"]}; redis-server {m["redis-server"]}. Hypervisor steal
+(this VM's cores running someone else's work, from /proc/stat): {m.get("steal", "-")}.
 
 {note}The bots share the machine's cores with the brokers (and redis-server): "machine
 saturated" in a note means the whole machine was busy, so the load generator (or other
