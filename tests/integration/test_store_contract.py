@@ -10,6 +10,7 @@ with a deadline.
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 import uuid
@@ -210,6 +211,29 @@ async def test_a_created_questionnaire_loads_back_intact(store: Store) -> None:
     loaded = await store.load(sid, state.id)
     assert loaded == state
     assert loaded is not None and loaded.to_record() == state.to_record()
+
+
+async def test_an_ended_questionnaire_loads_back_intact_and_is_what_its_idempotency_key_finds(
+    store: Store,
+) -> None:
+    # (The memory store keeps an ended questionnaire packed: this is its way back.)
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid), idempotency_key="retry-1")
+    started = state
+    state = advanced(state, machine.AnswerQuestion(state.id, 0, "target", (), other="Ünïcödé ✓ staging-2"))
+    state = advanced(state, machine.Clarify(state.id, state.step, "What is e2e?"))
+    state = advanced(state, machine.Resume(state.revision, "End to end."))
+    ended = advanced(state, machine.AnswerQuestion(state.id, state.step, "checks", ("unit", "e2e")))
+    assert ended.status == "completed"
+    assert await store.commit(ended, started.version)
+
+    loaded = await store.load(sid, ended.id)
+    assert loaded == ended
+    assert loaded is not None and loaded.to_record() == ended.to_record()
+    assert await store.create(new_questionnaire(sid), idempotency_key="retry-1") == ended
+    assert await store.queue(sid) == []
+    assert await store.commit(advanced(started, machine.Abort()), started.version) is None  # stale
+    assert await store.load(sid, ended.id) == ended
 
 
 async def test_loading_an_unknown_questionnaire_returns_none(store: Store) -> None:
@@ -634,6 +658,26 @@ async def test_an_expired_idempotency_key_creates_a_new_questionnaire(store: Sto
 
 async def test_the_store_answers_ping(store: Store) -> None:
     assert await store.ping()
+
+
+# --- memory only ----------------------------------------------------------------------
+
+
+async def test_the_memory_store_keeps_ended_questionnaires_packed_and_open_ones_live() -> None:
+    # A week's retention of ended questionnaires, as bytes: little memory, and nothing the
+    # cyclic collector has to walk (as live states they made most of its passes under load).
+    store = MemoryStore()
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+    kept = store._sessions[sid].questionnaires
+    assert kept[state.id] is state  # open: commands start from it, so it stays as it is
+
+    ended = completed(state)
+    assert await store.commit(ended, state.version)
+
+    packed = kept[ended.id]
+    assert isinstance(packed, bytes) and not gc.is_tracked(packed)
+    assert await store.load(sid, ended.id) == ended
 
 
 # --- Redis only -----------------------------------------------------------------------
