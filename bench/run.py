@@ -37,6 +37,7 @@ import socket
 import statistics
 import subprocess
 import sys
+import sysconfig
 import tempfile
 import threading
 import time
@@ -627,10 +628,21 @@ def describe_machine() -> dict[str, str]:
         "cpu": model,
         "memory": mem,
         "kernel": platform.release(),
-        "python": platform.python_version(),
+        "python": f"{platform.python_version()} ({_interpreter_build()})",
         "packages": ", ".join(f"{k} {v}" for k, v in versions.items()),
         "redis-server": redis_version or "not installed",
     }
+
+
+def _interpreter_build() -> str:
+    """Which Python runs the bench, and so every process it starts. Its build matters: the
+    same broker code costs some 15% more CPU on one without profile-guided optimization
+    (see docs/benchmarks.md; a distribution's build may be optimized without saying so in
+    its configure arguments, so only those that say it are named)."""
+    args = str(sysconfig.get_config_var("CONFIG_ARGS") or "")
+    flags = [flag for flag in ("--enable-optimizations", "--with-lto") if flag in args]
+    build = ", ".join(platform.python_build())
+    return f"{sys.executable}; {build}; {platform.python_compiler()}" + (f"; {' '.join(flags)}" if flags else "")
 
 
 def _ms(v: float | None) -> str:
@@ -988,6 +1000,15 @@ machine, commit, fan-out, write), with the median time of each.
     session, hello said, `idle` received), spread over {s["client_processes"]} client processes.
 - Every questionnaire the bots run is verified (answers, text lines, clarifications);
   the "note" column gives the errors.
+- **Which Python.** The floors, the brokers and the bots all run on the interpreter that
+  runs the bench (the "python" of the machine line below). Its build shows in the CPU
+  figures: on 2026-12-03, on a machine like this one, the broker took 13-16% more CPU per
+  questionnaire on pyenv's build of 3.11.7 (pyenv's default: no profile-guided
+  optimization) than on Debian's python3.11 (built with PGO and LTO, as is the
+  `python:3.11-slim` image that `deploy/Dockerfile` builds on), in three paired runs. To
+  measure as deployed, run it from a virtualenv of an optimized build:
+  `python3.11 -m venv /tmp/venv && /tmp/venv/bin/pip install -e '.[test]' &&
+  /tmp/venv/bin/python bench/run.py`.
 
 ## The run recorded here
 
