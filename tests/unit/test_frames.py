@@ -205,6 +205,35 @@ def test_encode_bytes_is_the_payload_of_the_websocket_message() -> None:
     assert decode(encode_bytes(FRAME, "json").decode(), "json") == FRAME
 
 
+# Sizes that cross msgpack's length classes (fixstr/str 8/str 16, fixarray/array 16, ...).
+_WIRE_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**63), max_value=2**64 - 1)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=3)
+    | st.sampled_from(["é" * 31, "x" * 32, "y" * 255, "z" * 256])
+)
+_WIRE_VALUES = st.recursive(
+    _WIRE_SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=12,
+)
+
+
+@settings(max_examples=150)
+@given(frame=st.dictionaries(st.text(max_size=5), _WIRE_VALUES, max_size=6), wide=st.sampled_from([0, 15, 16]))
+def test_msgpack_server_frames_are_the_bytes_msgpack_python_packs(frame: dict[str, Any], wide: int) -> None:
+    # Clients written against the packer the broker used before see no difference.
+    frame = {**frame, "list": list(range(wide)), "map": {str(i): i for i in range(wide)}}
+    assert encode_bytes(frame, "msgpack") == msgpack.packb(frame, use_bin_type=True)
+
+
+@pytest.mark.parametrize("frame", [FRAME, idle(), pong(), error("bad_frame", "no", 7)])
+def test_real_msgpack_server_frames_are_the_bytes_msgpack_python_packs(frame: dict[str, Any]) -> None:
+    assert encode_bytes(frame, "msgpack") == msgpack.packb(frame, use_bin_type=True)
+
+
 # --- client frames: the accepted side -----------------------------------------------
 
 
