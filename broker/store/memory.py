@@ -3,7 +3,7 @@
 Every method body runs without an ``await`` in between its reads and writes, so on one
 event loop each call is atomic: compare-and-set needs no lock.
 
-A questionnaire that has ended is kept packed, as the msgpack record Redis would hold: it
+A questionnaire that has ended is kept packed, a msgpack record as Redis holds one: it
 never changes again and is seldom read (an agent re-attaching, an idempotent repeat), and
 a week's retention of them as live objects would be most of the heap. As bytes, one takes
 a fraction of the memory and nothing of the cyclic collector's time: under load, walking
