@@ -522,10 +522,12 @@ def store_suite(name: str, redis_url: str | None, settings: Settings, profile_di
         out["latency_rounds"] = []
         for i in range(rounds):
             _say(f"{name}: latency round {i + 1}/{rounds}: echo, then {per_round} questionnaires back to back")
+            before = machine_busy()
             echo = ws_echo_floor(settings.echo_n // rounds)
             write_echo = ws_echo_floor(settings.echo_n // rounds, redis_write=redis_url) if redis_url else None
             run = latency_run(urls, pids, per_round, paced=False)
-            out["latency_rounds"].append({"echo": echo, "write_echo": write_echo, "run": run})
+            steal = steal_share(before, machine_busy())
+            out["latency_rounds"].append({"echo": echo, "write_echo": write_echo, "run": run, "steal": steal})
         _say(f"{name}: latency ({settings.latency_count} questionnaires, paced {PACE} ms)")
         out["latency_paced"] = latency_run(urls, pids, settings.latency_count, paced=True)
         for sessions in (100, 1000):
@@ -755,6 +757,9 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
         verified = sum(r["run"].report["questionnaires"]["verified"] for r in rounds)
         errs = sum(r["run"].report["error_total"] for r in rounds)
         note = f"{verified} verified, {errs} errors; per round {a50_rounds}"
+        steals = [r.get("steal") for r in rounds]
+        if any(x is not None and x >= STEAL_NOTE for x in steals):
+            note += "; hypervisor steal per round " + " / ".join("-" if x is None else f"{x:.0%}" for x in steals)
         if all(r["write_echo"] for r in rounds):
             _, w50x, _ = _paired(rounds, "answer_to_next_question", "p50", floor="write_echo")
             note += f"; {_times(w50x)} the echo + Redis write"
@@ -1051,7 +1056,12 @@ def _plain(results: dict[str, Any]) -> dict[str, Any]:
             continue
         entry: dict[str, Any] = {"memory": suite["memory"]}
         entry["latency_rounds"] = [
-            {"echo": r["echo"], "write_echo": r["write_echo"], "latency_ms": r["run"].report["latency_ms"]}
+            {
+                "echo": r["echo"],
+                "write_echo": r["write_echo"],
+                "latency_ms": r["run"].report["latency_ms"],
+                "steal": r.get("steal"),
+            }
             for r in suite["latency_rounds"]
         ]
         for key in ("latency_paced", "tp100", "tp1000"):
@@ -1062,6 +1072,7 @@ def _plain(results: dict[str, Any]) -> dict[str, Any]:
                 "broker_util": [round(u, 2) for u in lr.broker_util],
                 "bots_util": [round(u, 2) for u in lr.bots_util],
                 "machine_util": None if lr.machine_util is None else round(lr.machine_util, 2),
+                "steal": None if lr.steal is None else round(lr.steal, 3),
                 "notes": lr.notes,
                 "bots": {
                     k: lr.report[k]
