@@ -1013,7 +1013,7 @@ machine, commit, fan-out, write), with the median time of each.
   `python:3.11-slim` image that `deploy/Dockerfile` builds on), in three paired runs. To
   measure as deployed, run it from a virtualenv of an optimized build:
   `python3.11 -m venv /tmp/venv && /tmp/venv/bin/pip install -e '.[test]' &&
-  /tmp/venv/bin/python bench/run.py`.
+  /tmp/venv/bin/python bench/run.py` (on Debian, `apt install python3.11-venv` first).
 
 ## The run recorded here
 
