@@ -16,6 +16,9 @@ answer -> next question path:
     fan-out begins          Broker._follow_write
     frame written           the next question's frame is on the socket (write_frame returned)
 
+On Redis it then prints Redis's own time per call of each command the run used (INFO
+commandstats): how much of "commit returned" the script spends inside Redis.
+
 Each point is a wrapper around one broker function that records ``perf_counter_ns()``; the
 wrappers cost ~1 us each, so the total is a little above the real figure. The breakdown is
 what the bench's ratios cannot show: which part of an answer is the broker's own work, and
@@ -218,12 +221,29 @@ def main() -> int:
             while not dump.exists() and time.monotonic() < deadline:
                 time.sleep(0.05)
             samples = json.loads(dump.read_text())
+            inside_redis = _redis_command_times(str(redis_url)) if args.store == "redis" else {}
         finally:
             for process in processes:
                 bench.stop(process)
     print(f"store: {args.store}; answer -> next question at the bots: p50 {latency['p50']:.3f} ms")
     report(samples)
+    for command, (calls, usec) in sorted(inside_redis.items(), key=lambda item: -item[1][0] * item[1][1]):
+        print(f"  inside Redis: {command:<10} {usec:6.1f} us per call ({calls} calls)")
     return 0
+
+
+def _redis_command_times(url: str) -> dict[str, tuple[int, float]]:
+    """Redis's own time per call of each command the run used (INFO commandstats): how much
+    of the commit stage the script spends inside Redis, apart from the round trip."""
+    import redis
+
+    client = redis.Redis.from_url(url)
+    try:
+        stats = client.info("commandstats")
+    finally:
+        client.close()
+    times = {name.removeprefix("cmdstat_"): (int(s["calls"]), float(s["usec_per_call"])) for name, s in stats.items()}
+    return {name: value for name, value in times.items() if value[0] >= 100}
 
 
 if __name__ == "__main__":
