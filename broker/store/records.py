@@ -70,7 +70,7 @@ class Records:
         if known is not None and known.wire == record["questions"]:
             return Questionnaire.from_record(record, known.questions)
         state = Questionnaire.from_record(record)
-        self._remember(state.id, state.questions)
+        self._remember(state.id, state.questions, record["questions"])
         return state
 
     def _known_by_tail(self, packed: bytes) -> _Known | None:
@@ -92,8 +92,13 @@ class Records:
             return None
         return known if known is not None and packed.endswith(known.tail) else None
 
-    def _remember(self, questionnaire_id: str, questions: tuple[Question, ...]) -> _Known:
-        wire = [question.to_wire() for question in questions]
+    def _remember(
+        self, questionnaire_id: str, questions: tuple[Question, ...], wire: list[dict[str, Any]] | None = None
+    ) -> _Known:
+        """Keep ``questions``; ``wire``: their wire forms as a record just spelled them (they
+        built ``questions``), so that they need not be spelled again."""
+        if wire is None:
+            wire = [question.to_wire() for question in questions]
         known = _Known(questions, wire, _QUESTIONS_KEY + to_msgpack(wire))
         remembered = self._known
         remembered.pop(questionnaire_id, None)

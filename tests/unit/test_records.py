@@ -63,6 +63,17 @@ def test_a_record_unpacks_to_the_state_it_was_packed_from(make: Callable[[], Que
     assert Records().unpack(plainly_packed(state)) == state  # packed by an older broker
 
 
+@pytest.mark.parametrize("make", SAMPLES.values(), ids=SAMPLES.keys())
+def test_questions_learned_from_a_record_pack_as_the_state_spells_them(make: Callable[[], Questionnaire]) -> None:
+    """A process keeps the questions of a record it decoded as that record spelled them;
+    its own later writes of that questionnaire are packed as any process would pack them."""
+    receiver = Records()
+    learned = receiver.unpack(Records().pack(make()))
+    later = msgspec.structs.replace(learned, version=learned.version + 1)
+    assert receiver.pack(later) == Records().pack(later)
+    assert receiver.unpack(receiver.pack(later)) == later
+
+
 def test_a_later_record_of_a_known_questionnaire_reuses_its_questions() -> None:
     records = Records()
     first = records.unpack(plainly_packed(new_questionnaire()))
