@@ -5,6 +5,13 @@
     python bench/floors.py ws-client --port P -n N     N sequential echo round trips -> JSON
         [--pace 5-10]                                  ... with a random 5-10 ms pause before each
     python bench/floors.py redis-client --url U -n N   N sequential redis-py GET round trips -> JSON
+    python bench/floors.py wake -n N                   N one-byte round trips between two processes -> JSON
+
+``wake`` is what any round trip between two processes costs here before any work: one
+process writes a byte to the other over a socketpair and waits for it to come back (each
+side sleeps in the kernel until the other writes). On a VM, waking a process on a core that
+has gone idle can cost far more than the work; the echo floor pays two such wake-ups per
+round trip, qbroker on Redis four (client -> broker -> Redis -> broker -> client).
 
 Both sides run on uvloop (as qbroker's bots do) with compression off (as the bots connect).
 The payload is the size of a typical ``question`` frame, so framing costs are comparable.
@@ -126,6 +133,33 @@ async def ws_client(port: int, n: int, pace: tuple[float, float] | None = None) 
     return summarize(samples)
 
 
+def wake_round_trips(n: int) -> dict[str, Any]:
+    """Blocking one-byte round trips with a forked child: no event loop, no protocol."""
+    import os
+    import socket
+
+    ours, theirs = socket.socketpair()
+    child = os.fork()
+    if child == 0:  # pragma: no cover - the child echoes until the parent closes its end
+        ours.close()
+        while data := theirs.recv(1):
+            theirs.sendall(data)
+        os._exit(0)
+    theirs.close()
+    samples: list[float] = []
+    try:
+        for i in range(WARMUP + n):
+            t0 = time.perf_counter()
+            ours.sendall(b"x")
+            ours.recv(1)
+            if i >= WARMUP:
+                samples.append(time.perf_counter() - t0)
+    finally:
+        ours.close()
+        os.waitpid(child, 0)
+    return summarize(samples)
+
+
 async def redis_client(url: str, n: int) -> dict[str, Any]:
     import redis.asyncio as redis
 
@@ -145,7 +179,7 @@ async def redis_client(url: str, n: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("ws-server", "ws-client", "redis-client"))
+    parser.add_argument("mode", choices=("ws-server", "ws-client", "redis-client", "wake"))
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--url", default="")
     parser.add_argument("-n", type=int, default=2000)
@@ -158,7 +192,9 @@ def main() -> int:
     if args.mode == "ws-server":
         _run(ws_server(args.port, args.redis_write))
         return 0
-    if args.mode == "ws-client":
+    if args.mode == "wake":
+        result = wake_round_trips(args.n)
+    elif args.mode == "ws-client":
         pace = None
         if args.pace:
             low, _, high = args.pace.partition("-")

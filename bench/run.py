@@ -5,8 +5,9 @@
 Measures, in one run:
 
 - the floors: a bare ``websockets`` echo round trip (server and client in separate
-  processes; back to back, and paced like the paced latency run) and a bare redis-py round
-  trip against a redis-server started here;
+  processes; back to back, and paced like the paced latency run), a bare redis-py round
+  trip against a redis-server started here, and a round trip between two processes with
+  no work at all (what waking a process costs on this machine);
 - qbroker on the memory store (one broker) and on Redis (two brokers: every session's agent
   on one, its bots on the other): answer -> next question and start -> first question
   latency (back to back, and paced); completed questionnaires/s with 100 and 1,000 concurrent
@@ -250,23 +251,22 @@ def start_echo_server(redis_write: str | None = None) -> tuple[int, subprocess.P
 def ws_echo_floor(n: int, pace: str | None = None, redis_write: str | None = None) -> dict[str, Any]:
     port, server = start_echo_server(redis_write)
     try:
-        out = subprocess.run(
-            [PY, str(REPO / "bench" / "floors.py"), "ws-client", "--port", str(port), "-n", str(n)]
-            + (["--pace", pace] if pace else []),
-            env=child_env(),
-            capture_output=True,
-            text=True,
-            timeout=300,
-            check=True,
-        )
-        return dict(json.loads(out.stdout))
+        return _floor_client(["ws-client", "--port", str(port), "-n", str(n)] + (["--pace", pace] if pace else []))
     finally:
         stop(server)
 
 
+def wake_floor(n: int) -> dict[str, Any]:
+    return _floor_client(["wake", "-n", str(n)])
+
+
 def redis_floor(url: str, n: int) -> dict[str, Any]:
+    return _floor_client(["redis-client", "--url", url, "-n", str(n)])
+
+
+def _floor_client(args: list[str]) -> dict[str, Any]:
     out = subprocess.run(
-        [PY, str(REPO / "bench" / "floors.py"), "redis-client", "--url", url, "-n", str(n)],
+        [PY, str(REPO / "bench" / "floors.py"), *args],
         env=child_env(),
         capture_output=True,
         text=True,
@@ -696,6 +696,19 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
                 "",
             ]
         )
+    wake = results["floors"].get("wake")
+    if wake:
+        rows.append(
+            [
+                "process wake-up round trip p50 / p99 (two processes, one byte, no work)",
+                "floor",
+                f"{_ms(wake['p50'])} / {_ms(wake['p99'])}",
+                _ratio(wake["p50"], echo["p50"]),
+                "",
+                "",
+                "the echo pays two wake-ups per round trip, qbroker on Redis four",
+            ]
+        )
     if results["floors"].get("redis"):
         r = results["floors"]["redis"]
         rows.append(
@@ -921,6 +934,8 @@ def main() -> int:
     started = time.time()
     busy_at_start = machine_busy()
     results: dict[str, Any] = {"machine": machine, "settings": settings.__dict__, "floors": {}}
+    _say("floor: process wake-up round trip")
+    results["floors"]["wake"] = wake_floor(settings.echo_n)
     _say("floor: websockets echo round trip")
     results["floors"]["ws_echo"] = ws_echo_floor(settings.echo_n)
     _say(f"floor: websockets echo round trip, paced {PACE} ms")
@@ -982,7 +997,12 @@ machine, commit, fan-out, write), with the median time of each.
   (the echo alone by 2x), so the back-to-back latency is measured in rounds, each right
   after its own echo (on Redis also an echo whose server first writes each message to
   Redis, one script call through the broker's own connection: the least any broker that
-  commits an answer before showing the next question can do here).
+  commits an answer before showing the next question can do here). And the cost of a
+  round trip between two processes before any work (one byte over a socketpair, each side
+  asleep until the other writes): on a VM, waking a process whose core has gone idle can
+  cost more than the work itself. The echo pays two such wake-ups per round trip, qbroker
+  on Redis four (client -> broker -> Redis -> broker -> client), and that, more than the
+  broker's own work, is why its Redis ratios are what they are.
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
   - *latency*: {back_to_back} questionnaires of 3 questions in {rounds} rounds, one
