@@ -14,7 +14,8 @@ answer -> next question path:
     state machine done      machine.apply returned the new state
     commit returned         the store acknowledged the write (memory: at once; Redis: a script)
     fan-out begins          Broker._follow_write
-    frame written           the next question's frame is on the socket (write_frame returned)
+    frame written           the next question's frame is on the socket (after the last
+                            answer: the questionnaire's closed and the next view, one write)
 
 On Redis it then prints Redis's own time per call of each command the run used (INFO
 commandstats): how much of "commit returned" the script spends inside Redis.
@@ -107,16 +108,21 @@ def install_probes(dump_to: Path) -> None:
             store_class.commit = committed  # type: ignore[method-assign]
         elif label == "frame written":
             owner = getattr(importlib.import_module(str(module_name)), str(class_name))
-            write_frame = owner.write_frame
 
-            def written(self: Any, data: bytes, text: bool, _write: Any = write_frame) -> None:
-                _write(self, data, text)
-                stamps["frame written"] = clock()
-                if all(point[0] in stamps for point in POINTS):
-                    samples.append(dict(stamps))
-                stamps.clear()
+            def after_write(write: Any) -> Any:
+                def written(self: Any, *args: Any) -> None:
+                    write(self, *args)
+                    stamps["frame written"] = clock()
+                    if all(point[0] in stamps for point in POINTS):
+                        samples.append(dict(stamps))
+                    stamps.clear()
 
-            owner.write_frame = written
+                return written
+
+            # The last answer of a questionnaire ends with its ``closed`` and the next view,
+            # in one write of two frames (write_frames): that write ends its path.
+            owner.write_frame = after_write(owner.write_frame)
+            owner.write_frames = after_write(owner.write_frames)
         else:
             owner = getattr(importlib.import_module(str(module_name)), str(class_name))
             setattr(owner, name, before(label, getattr(owner, name)))
