@@ -140,6 +140,20 @@ def test_only_the_latest_questionnaires_are_remembered() -> None:
     assert records.unpack(plainly_packed(states[0])).questions is not seen[0].questions  # forgotten
 
 
+def test_a_questionnaire_remembered_again_is_the_latest() -> None:
+    """Its questions changed (another broker's record said otherwise): it goes to the back
+    of the queue, and the oldest of the others is the one forgotten."""
+    records = Records(size=2)
+    first, second, third = (msgspec.structs.replace(new_questionnaire(), id=f"qn-{n}") for n in range(3))
+    records.unpack(plainly_packed(first))
+    seen_second = records.unpack(plainly_packed(second))
+    changed = msgspec.structs.replace(new_questionnaire(single(allowOther=True), multi()), id="qn-0")
+    kept = records.unpack(plainly_packed(changed))
+    records.unpack(plainly_packed(third))
+    assert records.unpack(plainly_packed(changed)).questions is kept.questions
+    assert records.unpack(plainly_packed(second)).questions is not seen_second.questions  # forgotten
+
+
 def test_a_malformed_record_raises() -> None:
     records = Records()
     with pytest.raises((KeyError, TypeError)):
