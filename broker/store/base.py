@@ -49,7 +49,7 @@ class Record:
 
     @classmethod
     def of(cls, state: Questionnaire) -> Record:
-        """A record that is already decoded (the memory store's)."""
+        """A record that is already decoded (the memory store's; a Redis store's own write)."""
         record = cls.__new__(cls)
         record._raw, record._decode, record._state = None, None, state
         return record

@@ -318,9 +318,9 @@ def _head_of(state: Questionnaire, seq: int) -> Head:
     return Head(None if state.is_terminal else state, seq)
 
 
-def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice | None:
+def _decode_notice(data: Any, record_of: Callable[[bytes], Record]) -> Notice | None:
     """The notice in a published message, or None when it is not one (never raises);
-    ``decode`` turns its record into a state, when a receiver asks for it."""
+    ``record_of`` makes a record's bytes a ``Record`` (decoded when a receiver asks)."""
     try:
         fields = from_msgpack(data)
     except (ValueError, TypeError):
@@ -346,7 +346,7 @@ def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice 
         next_head = Head(None, seq)
     elif head is not None:
         try:
-            next_head = _head_of(decode(head), seq)
+            next_head = _head_of(record_of(head).state(), seq)
         except Exception:  # noqa: BLE001 - a malformed record: the receiver reads instead
             next_head = None
     return Notice(
@@ -355,7 +355,7 @@ def _decode_notice(data: Any, decode: Callable[[Any], Questionnaire]) -> Notice 
         version,
         status,
         seq,
-        None if record is None else Record(record, decode),
+        None if record is None else record_of(record),
         next_head,
     )
 
@@ -1006,7 +1006,7 @@ class RedisStore(Store):
             raise _Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
         if kind not in self._messages or channel not in self._subscribed:
             return  # a PONG, or a late notice of a session no longer subscribed
-        notice = _decode_notice(data, self._decode_record)
+        notice = _decode_notice(data, self._record_of)
         if notice is None:
             logger.warning("ignoring a malformed notice on %r", channel)
         elif self._on_notice is not None:
@@ -1036,20 +1036,27 @@ class RedisStore(Store):
         return [_prefix(session_id) + "clients", _prefix(session_id) + "seen"]
 
     def _pack_own(self, state: Questionnaire) -> bytes:
-        """``state`` packed for a write of ours, remembered: the notice of that write comes
-        back to this process too, and then costs a lookup rather than a decoding."""
+        """``state`` packed for a write of ours. When the notice of that write will come back
+        to this process (it follows the session's every write, or this one is an outcome and
+        it follows the session's outcomes), the state is kept until then: that notice costs
+        a lookup rather than a decoding, and takes the state away with it. (Kept any longer,
+        a state is freed when it has long left the processor's cache: a miss per object.)"""
         packed = self._records.pack(state)
-        own = self._own_records
-        own[packed] = state
-        if len(own) > _OWN_RECORDS:
-            own.popitem(last=False)  # the oldest: its notice has long been read
+        subscribed = self._subscribed
+        if channel_for(state.session_id).encode() in subscribed or (
+            state.is_outcome and channel_for(state.session_id, outcomes_only=True).encode() in subscribed
+        ):
+            own = self._own_records
+            own[packed] = state
+            if len(own) > _OWN_RECORDS:
+                own.popitem(last=False)  # the oldest: a notice that did not come
         return packed
 
-    def _decode_record(self, record: Any) -> Questionnaire:
-        """A notice's record as a state: one this process wrote is the very state it packed
-        (same bytes, so the same state), any other is decoded."""
-        state = self._own_records.get(record)
-        return self._unpack(record) if state is None else state
+    def _record_of(self, raw: bytes) -> Record:
+        """A notice's record: for a write of ours, the very state it packed (same bytes, so the
+        same state), taken out of the kept ones; any other, decoded when asked for."""
+        state = self._own_records.pop(raw, None)
+        return Record(raw, self._unpack) if state is None else Record.of(state)
 
     def _unpack(self, record: Any) -> Questionnaire:
         return self._records.unpack(record)

@@ -754,16 +754,35 @@ async def test_the_notice_of_its_own_write_gives_a_store_the_state_it_wrote(
     assert [n.record.state() if n.record else None for n in notices] == [ours, theirs]
     assert notices[0].record is not None and notices[0].record.state() is ours  # not decoded again
     assert notices[1].record is not None and notices[1].record.state() is not theirs  # decoded
+    assert not redis_store._own_records  # the notice took its state with it
 
 
-async def test_a_store_remembers_only_its_latest_writes(
-    redis_store: RedisStore, monkeypatch: pytest.MonkeyPatch
+async def test_a_store_keeps_a_write_of_its_own_only_when_its_notice_will_come(redis_client: Redis) -> None:
+    store = RedisStore("redis://unused", 3600.0, client=redis_client)  # not started: reads no notice
+    unfollowed, outcomes_only = new_session(), new_session()
+    await store.subscribe(outcomes_only, outcomes_only=True)
+    await store.create(new_questionnaire(unfollowed))
+    opened = await store.create(new_questionnaire(outcomes_only))
+    assert not store._own_records  # nobody here follows these writes
+
+    aborted = advanced(opened, machine.Abort())
+    assert await store.compare_and_set(aborted, opened.version)
+
+    assert list(store._own_records.values()) == [aborted]  # an outcome: its notice comes here
+    await store.close()
+
+
+async def test_a_store_keeps_only_its_latest_writes_whose_notices_did_not_come(
+    redis_client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(redis_store_module, "_OWN_RECORDS", 3)
+    store = RedisStore("redis://unused", 3600.0, client=redis_client)  # not started: reads no notice
     sid = new_session()
-    states = [await redis_store.create(new_questionnaire(sid)) for _ in range(5)]
+    await store.subscribe(sid)
+    states = [await store.create(new_questionnaire(sid)) for _ in range(5)]
 
-    assert list(redis_store._own_records.values()) == states[-3:]
+    assert list(store._own_records.values()) == states[-3:]
+    await store.close()
 
 
 async def test_a_state_too_large_for_a_notice_travels_without_it(
