@@ -257,8 +257,12 @@ def _step(value: Mapping[str, Any], what: str) -> int:
 
 def _option_ids(value: Mapping[str, Any], what: str) -> tuple[str, ...]:
     ids = value.get("selectedOptionIds", [])
-    if not isinstance(ids, list) or not all(isinstance(i, str) for i in ids):
+    # (A loop, not all() over a generator: this runs on every answer, for a list of one or two.)
+    if not isinstance(ids, list):
         raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' must be a list of strings")
+    for option_id in ids:
+        if not isinstance(option_id, str):
+            raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' must be a list of strings")
     if len(ids) > 64:
         raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' has too many entries")
     return tuple(ids)
