@@ -1001,8 +1001,8 @@ machine, commit, fan-out, write), with the median time of each.
   round trip between two processes before any work (one byte over a socketpair, each side
   asleep until the other writes): on a VM, waking a process whose core has gone idle can
   cost more than the work itself. The echo pays two such wake-ups per round trip, qbroker
-  on Redis four (client -> broker -> Redis -> broker -> client), and that, more than the
-  broker's own work, is why its Redis ratios are what they are.
+  on Redis four (client -> broker -> Redis -> broker -> client): a large part of why its
+  Redis ratios are what they are.
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
   - *latency*: {back_to_back} questionnaires of 3 questions in {rounds} rounds, one
