@@ -10,8 +10,8 @@ decoded.
 
 A questionnaire is forgotten as soon as a record of it ends it (no write follows an end):
 its forty-odd objects are freed while they are still in the processor's cache, not a
-thousand questionnaires later, when freeing them costs a cache miss each (~4% of a Redis
-broker's CPU under load, and ~10 us on the path of every start, went to that).
+thousand questionnaires later, when freeing them costs a cache miss each (under load, ~4% of
+a Redis broker's CPU went to that, on the path of every start).
 """
 
 from __future__ import annotations
