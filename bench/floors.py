@@ -29,7 +29,9 @@ import asyncio
 import contextlib
 import json
 import math
+import os
 import random
+import socket
 import sys
 import time
 from pathlib import Path
@@ -135,9 +137,6 @@ async def ws_client(port: int, n: int, pace: tuple[float, float] | None = None) 
 
 def wake_round_trips(n: int) -> dict[str, Any]:
     """Blocking one-byte round trips with a forked child: no event loop, no protocol."""
-    import os
-    import socket
-
     ours, theirs = socket.socketpair()
     child = os.fork()
     if child == 0:  # pragma: no cover - the child echoes until the parent closes its end
