@@ -42,7 +42,7 @@ def match(path: str) -> tuple[str, str | None] | None:
     """``(sid, None)`` for ``/v1/sessions/{sid}/questionnaire``, ``(sid, qid)`` for
     ``/v1/sessions/{sid}/questionnaires/{qid}``, None for any other path (one segment each,
     as Starlette's ``{name}`` matches)."""
-    if not path.startswith(_PREFIX) or path.endswith("\n"):  # no id ends in a newline: a 404 either way
+    if not path.startswith(_PREFIX):
         return None
     parts = path[len(_PREFIX) :].split("/")
     if len(parts) == 2 and parts[1] == "questionnaire" and parts[0]:
