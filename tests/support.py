@@ -65,10 +65,15 @@ def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: s
 class RedisServer:
     port: int
     process: subprocess.Popen[bytes]
+    unix_socket: str  # the same server on its Unix socket
 
     @property
     def url(self) -> str:
         return f"redis://127.0.0.1:{self.port}/0"
+
+    @property
+    def unix_url(self) -> str:
+        return f"unix://{self.unix_socket}?db=0"
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -89,11 +94,11 @@ def redis_server(*extra: str) -> Iterator[RedisServer]:
     with tempfile.TemporaryDirectory(prefix="qbroker-redis-") as tmp:
         process = subprocess.Popen(
             [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", tmp, *extra],
+             "--dir", tmp, "--unixsocket", f"{tmp}/redis.sock", "--unixsocketperm", "700", *extra],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
-        server = RedisServer(port, process)
+        server = RedisServer(port, process, f"{tmp}/redis.sock")
         try:
             wait_until(lambda: _port_open(port), what="redis-server to listen")
             yield server

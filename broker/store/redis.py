@@ -613,11 +613,9 @@ class RedisStore(Store):
         if client is None:
             # One quick retry: the scripts are safe to repeat, and a broker should answer
             # 503 soon rather than hang while Redis is away.
-            options: dict[str, Any] = {
-                "socket_connect_timeout": _CONNECT_TIMEOUT,
-                "socket_timeout": _COMMAND_TIMEOUT,
-                "socket_keepalive": True,
-            }
+            options: dict[str, Any] = {"socket_connect_timeout": _CONNECT_TIMEOUT, "socket_timeout": _COMMAND_TIMEOUT}
+            if not url.startswith("unix://"):  # (redis-py's Unix socket connection takes no keepalive)
+                options["socket_keepalive"] = True
             if cluster:
                 # A cluster needs a few attempts: MOVED and a failover are retried by redis-py.
                 client = RedisCluster.from_url(url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3), **options)

@@ -19,8 +19,9 @@ It keeps the rules of the redis-py client it stands in for (``RedisStore``'s poo
 - failures are redis-py's exceptions (``ConnectionError``, ``TimeoutError``, ``ResponseError``
   and its kinds such as ``NoScriptError``), so callers treat both clients alike.
 
-Only for a plain ``redis://`` URL (TCP, RESP2, optional user, password and database); TLS,
-unix sockets, other URL options and clusters stay with redis-py (``from_url`` says None).
+Only for a plain ``redis://`` URL (TCP) or ``unix://`` URL (a Redis on this host's Unix
+socket), RESP2, with an optional user, password and database; TLS, other URL options and
+clusters stay with redis-py (``from_url`` says None).
 The store's notice links use ``NoticeConnection`` (below) on the same terms.
 """
 
@@ -29,7 +30,8 @@ from __future__ import annotations
 import asyncio
 import socket
 from collections import deque
-from typing import Any, Final
+from collections.abc import Callable
+from typing import Any, Final, TypeVar
 
 import hiredis
 from redis.asyncio.connection import parse_url
@@ -49,6 +51,8 @@ from redis.typing import EncodableT
 
 from broker.eager import Resumable
 
+_P = TypeVar("_P", bound=asyncio.Protocol)
+
 RETRY_PAUSE: Final = 0.05  # seconds before the one retry on a new connection (redis-py's backoff)
 
 # Error replies by their first word, as redis-py classifies them (its classes, so that a
@@ -62,6 +66,7 @@ _ERROR_KINDS: Final[dict[str, type[RedisError]]] = {
     "WRONGPASS": AuthenticationError,
 }
 _URL_OPTIONS: Final = frozenset({"host", "port", "db", "username", "password"})
+_UNIX_URL_OPTIONS: Final = frozenset({"path", "db", "username", "password", "connection_class"})
 
 
 def _reply_error(message: str) -> RedisError:
@@ -80,7 +85,7 @@ class _RespSocket(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self._transport = transport  # type: ignore[assignment]  # (uvloop's is no asyncio.Transport subclass)
         sock = transport.get_extra_info("socket")
-        if sock is not None:
+        if sock is not None and sock.family != socket.AF_UNIX:
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_KEEPALIVE, 1)
 
@@ -209,6 +214,7 @@ class RedisWire:
         host: str,
         port: int,
         *,
+        path: str | None = None,
         db: int = 0,
         username: str | None = None,
         password: str | None = None,
@@ -216,6 +222,7 @@ class RedisWire:
         timeout: float = 5.0,
     ) -> None:
         self._host, self._port, self._db = host, port, db
+        self._path = path  # a Unix socket's, in place of host and port
         self._username, self._password = username, password
         self._connect_timeout, self._timeout = connect_timeout, timeout
         self._connection: _Connection | None = None
@@ -225,17 +232,19 @@ class RedisWire:
     @classmethod
     def from_url(cls, url: str, *, connect_timeout: float, timeout: float) -> RedisWire | None:
         """A wire to ``url``, or None when the URL asks for what only redis-py does."""
-        if not url.startswith("redis://"):
+        unix = url.startswith("unix://")
+        if not (unix or url.startswith("redis://")):
             return None
         try:
             options: dict[str, Any] = dict(parse_url(url))
         except ValueError:
             return None
-        if not set(options) <= _URL_OPTIONS:
+        if not set(options) <= (_UNIX_URL_OPTIONS if unix else _URL_OPTIONS) or (unix and not options.get("path")):
             return None
         return cls(
             str(options.get("host") or "localhost"),
             int(options.get("port") or 6379),
+            path=options.get("path"),
             db=int(options.get("db") or 0),
             username=options.get("username"),
             password=options.get("password"),
@@ -257,6 +266,18 @@ class RedisWire:
                 raise
             await asyncio.sleep(RETRY_PAUSE)
             return await (await self._open()).call(packed)
+
+    @property
+    def where(self) -> str:
+        """The Redis's address, for error messages."""
+        return self._path or f"{self._host}:{self._port}"
+
+    async def open_socket(self, protocol: Callable[[], _P]) -> tuple[asyncio.BaseTransport, _P]:
+        """A new socket to the Redis, over TCP or its Unix socket, served by ``protocol()``."""
+        loop = asyncio.get_running_loop()
+        if self._path is not None:
+            return await loop.create_unix_connection(protocol, self._path)
+        return await loop.create_connection(protocol, self._host, self._port)
 
     async def aclose(self) -> None:
         self._closed = True
@@ -295,11 +316,10 @@ class RedisWire:
         return setup
 
     async def _connect(self) -> _Connection:
-        loop = asyncio.get_running_loop()
-        where = f"{self._host}:{self._port}"
+        where = self.where
         try:
             async with asyncio.timeout(self._connect_timeout):
-                _, connection = await loop.create_connection(lambda: _Connection(self._timeout), self._host, self._port)
+                _, connection = await self.open_socket(lambda: _Connection(self._timeout))
         except TimeoutError as exc:
             raise RedisTimeoutError(f"Timeout connecting to {where}") from exc
         except OSError as exc:
@@ -335,11 +355,10 @@ class NoticeConnection(_RespSocket):
 
     async def connect(self) -> None:
         wire = self._wire
-        where = f"{wire._host}:{wire._port}"
-        loop = asyncio.get_running_loop()
+        where = wire.where
         try:
             async with asyncio.timeout(wire._connect_timeout):
-                await loop.create_connection(lambda: self, wire._host, wire._port)
+                await wire.open_socket(lambda: self)
                 for command in wire._setup():
                     await self.send_command(*command)
                     await self.read_response(timeout=wire._timeout)

@@ -124,7 +124,8 @@ def real_redis() -> Iterator[RedisServer]:
 
 @asynccontextmanager
 async def raw_client(kind: str, request: pytest.FixtureRequest) -> AsyncIterator[Redis]:
-    """A fresh, empty Redis: its own fakeredis server, or the module's redis-server flushed."""
+    """A fresh, empty Redis: its own fakeredis server, or the module's redis-server flushed
+    (for "redis" and "redis-unix" alike: one server, on TCP and on its Unix socket)."""
     if kind == "fakeredis":
         client: Redis = fakeredis.FakeAsyncRedis(server=fakeredis.FakeServer())
     else:
@@ -137,7 +138,7 @@ async def raw_client(kind: str, request: pytest.FixtureRequest) -> AsyncIterator
         await client.aclose()
 
 
-@pytest.fixture(params=["memory", "fakeredis", "redis"])
+@pytest.fixture(params=["memory", "fakeredis", "redis", "redis-unix"])
 async def store(request: pytest.FixtureRequest, listener: Listener) -> AsyncIterator[Store]:
     kind: str = request.param
     retention = 3600.0
@@ -151,7 +152,9 @@ async def store(request: pytest.FixtureRequest, listener: Listener) -> AsyncIter
         if kind == "fakeredis":
             opened = RedisStore("redis://fakeredis", retention, client=client)
         else:  # the store makes its own connection from the URL, as in production
-            opened = RedisStore(request.getfixturevalue("real_redis").url, retention)
+            server: RedisServer = request.getfixturevalue("real_redis")
+            opened = RedisStore(server.unix_url if kind == "redis-unix" else server.url, retention)
+            assert opened._wire is not None  # both served by the store's own wire, not redis-py
         await opened.start(listener.on_notice, listener.on_reconnect)
         try:
             yield opened
@@ -933,6 +936,33 @@ async def test_a_store_cannot_start_without_redis(listener: Listener) -> None:
         with pytest.raises(StoreUnavailable):
             await store.start(listener.on_notice, listener.on_reconnect)
     finally:
+        await store.close()
+
+
+@pytest.mark.parametrize("query", ["?db=0", "?db=0&socket_timeout=5"], ids=["own wire", "redis-py"])
+async def test_a_unix_url_talks_to_redis_over_its_unix_socket(
+    real_redis: RedisServer, listener: Listener, query: str
+) -> None:
+    """Every connection of a store on a unix:// URL, commands and notices, is on the socket:
+    over the store's own wire for a plain URL, over redis-py for one with other options."""
+    store = RedisStore(f"unix://{real_redis.unix_socket}{query}", 3600.0)
+    assert (store._wire is not None) == (query == "?db=0")
+    admin = Redis.from_url(real_redis.url)
+    await store.start(listener.on_notice, listener.on_reconnect)
+    try:
+        sid = new_session()
+        await store.subscribe(sid)
+        state = await store.create(new_questionnaire(sid))
+        assert await listener.next_notice() == Notice(sid, state.id, 0)
+        assert await store.compare_and_set(advanced(state, machine.Abort()), state.version) is not None
+        assert await store.ping()
+
+        clients = await admin.client_list()
+        own = {client["id"] for client in clients if client["cmd"] != "client|list"}
+        assert len(own) >= 2  # commands and notices
+        assert all(client["addr"].startswith("/") for client in clients if client["id"] in own)
+    finally:
+        await admin.aclose()
         await store.close()
 
 

@@ -446,7 +446,7 @@ async def test_a_refused_auth_raises_authentication_error(server: FakeRedis, wir
     "url",
     [
         "rediss://127.0.0.1:6379",
-        "unix:///tmp/redis.sock",
+        "unix:///tmp/redis.sock?socket_timeout=1",
         "redis://127.0.0.1:6379?socket_timeout=1",
         "redis://127.0.0.1:6379/0?protocol=3",
     ],
@@ -460,6 +460,13 @@ def test_from_url_leaves_what_only_redis_py_does_to_redis_py(url: str) -> None:
 )
 def test_from_url_takes_a_plain_redis_url(url: str) -> None:
     assert isinstance(RedisWire.from_url(url, connect_timeout=1, timeout=1), RedisWire)
+
+
+def test_from_url_takes_a_unix_socket_with_its_database_and_credentials() -> None:
+    wire = RedisWire.from_url("unix://user:pw@/run/redis/redis.sock?db=3", connect_timeout=1, timeout=1)
+    assert wire is not None
+    assert wire.where == "/run/redis/redis.sock"
+    assert wire._setup() == [("AUTH", "user", "pw"), ("SELECT", 3)]
 
 
 # --- callers and the wire's own lifetime ---------------------------------------------------
