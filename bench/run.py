@@ -986,7 +986,11 @@ machine, and compares each figure with the targets of issue 6. `--quick` does sh
 `--profile DIR` also records py-spy profiles of the brokers during the throughput runs
 (summarize them with `python bench/profile_summary.py DIR/*.txt`). `python bench/answer_path.py
 [--store redis]` breaks one answer's path through the broker into stages (parse, state
-machine, commit, fan-out, write), with the median time of each.
+machine, commit, fan-out, write), with the median time of each. `python bench/cold_path.py`
+times one answer inside the broker, in one process, with the processor's caches emptied
+before it and without: in the latency runs every answer runs cold (see below), and this
+shows a change to that path within seconds, a few microseconds apart, where the latency
+runs' noise is tens.
 
 ## What is measured
 
@@ -1002,7 +1006,11 @@ machine, commit, fan-out, write), with the median time of each.
   asleep until the other writes): on a VM, waking a process whose core has gone idle can
   cost more than the work itself. The echo pays two such wake-ups per round trip, qbroker
   on Redis four (client -> broker -> Redis -> broker -> client): a large part of why its
-  Redis ratios are what they are.
+  Redis ratios are what they are. And each process on the path runs with cold caches: the
+  others ran in between. `bench/cold_path.py` puts the broker's own part of an answer at
+  ~64 us with the caches emptied first and ~20 us without, on the machine of 2026-12-03;
+  there, even a system call as small as `getpid` took a few microseconds in the latency
+  runs (by py-spy's native samples of a broker), 0.1 us in a loop.
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
   - *latency*: {back_to_back} questionnaires of 3 questions in {rounds} rounds, one
