@@ -66,6 +66,7 @@ _ERROR_KINDS: Final[dict[str, type[RedisError]]] = {
     "WRONGPASS": AuthenticationError,
 }
 _URL_OPTIONS: Final = frozenset({"host", "port", "db", "username", "password"})
+# (For a unix:// URL redis-py's parse_url also names its Unix socket connection class.)
 _UNIX_URL_OPTIONS: Final = frozenset({"path", "db", "username", "password", "connection_class"})
 
 
