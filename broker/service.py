@@ -177,10 +177,12 @@ class Broker:
         self.shutting_down = asyncio.Event()
         self.metrics = Metrics()
         self._tasks: list[asyncio.Task[None]] = []
+        self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
 
     # --- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
         await self.store.start(self._on_notice, self._on_reconnect)
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="qbroker-reconcile"))
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="qbroker-heartbeat"))
@@ -284,7 +286,7 @@ class Broker:
     ) -> tuple[int, dict[str, Any]]:
         """Wait for an outcome of ``questionnaire_id`` from ``state`` (None: read it first),
         following the pokes from ``wake`` (taken before ``state`` was current)."""
-        loop = asyncio.get_running_loop()
+        loop = self._loop or asyncio.get_running_loop()
         deadline = loop.time() + wait
         while True:
             if state is None:

@@ -80,6 +80,7 @@ class MemoryStore(Store):
         self._subscribed: set[str] = set()  # every write's notices
         self._subscribed_to_outcomes: set[str] = set()  # only outcomes' notices
         self._on_notice: NoticeHandler | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
         self._pending: set[asyncio.Future[None]] = set()
 
     # The memory store measures retention with the wall clock: it is the only clock
@@ -176,6 +177,7 @@ class MemoryStore(Store):
 
     async def start(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> None:
         self._on_notice = on_notice
+        self._loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
         self._on_notice = None
@@ -190,7 +192,8 @@ class MemoryStore(Store):
             sid in self._subscribed or (state.is_outcome and sid in self._subscribed_to_outcomes)
         ):
             # Even the notice is made on that turn: the writer's fan-out goes first, unhindered.
-            asyncio.get_running_loop().call_soon(self._deliver, state, seq, head)
+            assert self._loop is not None  # (set by start, with _on_notice)
+            self._loop.call_soon(self._deliver, state, seq, head)
 
     def _deliver(self, state: Questionnaire, seq: int, head: Head | None) -> None:
         if self._on_notice is None:

@@ -349,6 +349,8 @@ class NoticeConnection(_RespSocket):
         self._wire = wire
         self._replies: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        # Python 3.11's get_running_loop() makes a getpid() system call: not once per notice.
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def is_connected(self) -> bool:
@@ -386,7 +388,9 @@ class NoticeConnection(_RespSocket):
         if not self._replies:
             if self._failure is not None:
                 raise RedisConnectionError(str(self._failure))
-            loop = asyncio.get_running_loop()
+            loop = self._loop
+            if loop is None:
+                self._loop = loop = asyncio.get_running_loop()
             self._waiter = waiter = loop.create_future()
             timer = None if timeout is None else loop.call_later(timeout, _settle, waiter)
             try:
