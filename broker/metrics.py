@@ -185,6 +185,9 @@ class Metrics:
         self.connections = self._declare(
             GaugeFamily("qbroker_client_connections", "Client websockets open on this process")
         ).labels()
+        self.agent_calls = self._declare(
+            GaugeFamily("qbroker_agent_calls_waiting", "Agent calls waiting on this process for an outcome")
+        ).labels()
         self.started = self._declare(
             CounterFamily("qbroker_questionnaires_started_total", "Questionnaires started through this process")
         ).labels()

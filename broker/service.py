@@ -256,6 +256,7 @@ class Broker:
         """200 with the tool result as soon as there is an outcome; 202 when ``wait`` runs out."""
         hub = self._hub(session_id)
         hub.waiters += 1
+        self.metrics.agent_calls.inc()
         try:
             # Inside the try: a subscription Redis never confirms raises StoreUnavailable
             # (a 503), and the waiter must not stay counted, or the hub would never go.
@@ -263,6 +264,7 @@ class Broker:
             return await self._wait(hub, questionnaire_id, wait, None, hub.wake)
         finally:
             hub.waiters -= 1
+            self.metrics.agent_calls.dec()
             await self._release(hub)
 
     async def _write_and_wait(
@@ -272,6 +274,7 @@ class Broker:
         no outcome can slip by, as the round of waiting was taken before the write."""
         hub = self._hub(session_id)
         hub.waiters += 1
+        self.metrics.agent_calls.inc()
         try:
             await self._ensure_subscribed(hub, every_write=False)
             wake = hub.wake
@@ -279,6 +282,7 @@ class Broker:
             return await self._wait(hub, state.id, wait, state, wake)
         finally:
             hub.waiters -= 1
+            self.metrics.agent_calls.dec()
             await self._release(hub)
 
     async def _wait(

@@ -79,6 +79,15 @@ async def wait_exit(process: BrokerProcess, timeout: float) -> int:
     return process.process.returncode
 
 
+async def waiting_calls(http: httpx.AsyncClient, process: BrokerProcess, count: int, timeout: float = 10) -> None:
+    """Poll ``process``'s /metrics until ``count`` agent calls wait on it."""
+    want = f"qbroker_agent_calls_waiting {float(count)}"
+    deadline = time.monotonic() + timeout
+    while want not in (await http.get(f"{process.url}/metrics")).text.splitlines():
+        assert time.monotonic() < deadline, f"{count} agent calls were not waiting on {process.url} in {timeout}s"
+        await asyncio.sleep(0.02)
+
+
 # --- graceful shutdown ------------------------------------------------------------------
 
 
@@ -100,6 +109,9 @@ async def _sigterm_scenario(a: BrokerProcess, b: BrokerProcess) -> None:
         second = await person.wait_for("question", where=lambda f: f["index"] == 1)
         await person.draft(second, ["lint"])
         await person.wait_for("question", where=lambda f: f["draft"] is not None)
+        # Both calls are waiting on the process before it is told to stop (a call that only
+        # reaches it after the signal is refused with 503 shutting_down, rightly).
+        await waiting_calls(http, a, 2)
 
         signalled = time.monotonic()
         assert a.process is not None

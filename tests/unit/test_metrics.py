@@ -37,6 +37,7 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
     # Rendered from the prometheus_client Counter/Gauge/Histogram implementation this replaced.
     families = {(f.name, f.type) for f in text_string_to_metric_families(Metrics().render().decode())}
     assert families == {
+        ("qbroker_agent_calls_waiting", "gauge"),
         ("qbroker_client_connections", "gauge"),
         ("qbroker_client_frames", "counter"),
         ("qbroker_client_frames_created", "gauge"),
@@ -51,6 +52,7 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         ("qbroker_websocket_closes", "counter"),
     }
     assert {name for name, _ in samples(Metrics())} == {
+        "qbroker_agent_calls_waiting",
         "qbroker_client_connections",
         "qbroker_client_frames_created",
         "qbroker_client_frames_total",
@@ -70,6 +72,7 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
 def test_help_texts_and_types_are_kept() -> None:
     text = Metrics().render().decode()
     assert "# HELP qbroker_client_connections Client websockets open on this process\n" in text
+    assert "# HELP qbroker_agent_calls_waiting Agent calls waiting on this process for an outcome\n" in text
     assert "# TYPE qbroker_questionnaires_started_total counter\n" in text
     assert "# HELP qbroker_questionnaire_outcomes_total Outcomes reached by commands this process ran\n" in text
     assert "# HELP qbroker_client_frames_total Client frames received\n" in text
