@@ -88,14 +88,45 @@ class Wake:
 
     A poke sets the current round and starts the next (``next``), so a waiter that took a
     round before reading the store misses nothing after that read: it follows the chain.
+
+    Not an asyncio.Event: on Python 3.11 its wait() (and asyncio.timeout) look the event
+    loop up with a getpid() system call each; a waiter here brings its own loop.
     """
 
-    __slots__ = ("event", "outcome", "next")
+    __slots__ = ("is_set", "outcome", "next", "_waiters")
 
     def __init__(self) -> None:
-        self.event = asyncio.Event()
+        self.is_set = False
         self.outcome: Questionnaire | None = None  # the outcome written; None: read the store again
         self.next: Wake | None = None
+        self._waiters: list[asyncio.Future[None]] = []
+
+    def set(self) -> None:
+        self.is_set = True
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def wait(self, loop: asyncio.AbstractEventLoop, until: float) -> bool:
+        """Wait until the round is set (True) or the loop's clock reaches ``until`` (False)."""
+        if self.is_set:
+            return True
+        waiter = loop.create_future()
+        self._waiters.append(waiter)
+        timer = loop.call_at(until, _time_up, waiter)
+        try:
+            await waiter
+        finally:
+            timer.cancel()
+            if not self.is_set:  # timed out or cancelled: no longer one of its waiters
+                self._waiters.remove(waiter)
+        return self.is_set
+
+
+def _time_up(waiter: asyncio.Future[None]) -> None:
+    if not waiter.done():
+        waiter.set_result(None)
 
 
 @dataclass
@@ -142,7 +173,7 @@ class SessionHub:
         wake = self.wake
         wake.next = self.wake = Wake()
         wake.outcome = outcome
-        wake.event.set()
+        wake.set()
 
     def broadcast(self, *frames: dict[str, Any]) -> None:
         encoded = [Encoded(frame) for frame in frames]
@@ -150,21 +181,20 @@ class SessionHub:
             connection.deliver(*encoded)
 
 
-async def _watch(wake: Wake, questionnaire_id: str, version: int, until: float) -> Questionnaire | None:
+async def _watch(
+    loop: asyncio.AbstractEventLoop, wake: Wake, questionnaire_id: str, version: int, until: float
+) -> Questionnaire | None:
     """Follow the pokes from ``wake`` until one brings an outcome of ``questionnaire_id``
-    newer than ``version`` (returned), or asks for a fresh look, or the loop's clock
+    newer than ``version`` (returned), or asks for a fresh look, or ``loop``'s clock
     reaches ``until`` (None for both: read the store)."""
-    with contextlib.suppress(TimeoutError):
-        async with asyncio.timeout_at(until):  # cheaper than wait_for: no extra task
-            while True:
-                await wake.event.wait()
-                outcome = wake.outcome
-                if outcome is None:
-                    return None
-                if outcome.id == questionnaire_id and outcome.version > version:
-                    return outcome
-                assert wake.next is not None  # a poke sets a round only after chaining the next
-                wake = wake.next
+    while await wake.wait(loop, until):
+        outcome = wake.outcome
+        if outcome is None:
+            return None
+        if outcome.id == questionnaire_id and outcome.version > version:
+            return outcome
+        assert wake.next is not None  # a poke sets a round only after chaining the next
+        wake = wake.next
     return None
 
 
@@ -308,7 +338,7 @@ class Broker:
             until = deadline
             if due_at is not None:
                 until = min(until, now + max(0.0, due_at - self.clock()) + 0.01)
-            outcome = await _watch(wake, questionnaire_id, state.version, until)
+            outcome = await _watch(loop, wake, questionnaire_id, state.version, until)
             # The write that decided it carried its state: no read. Else read the store.
             state = outcome
 

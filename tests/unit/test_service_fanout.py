@@ -423,7 +423,7 @@ async def _watched(
     wake: Wake = hub.wake
     poke(hub)
     loop = asyncio.get_running_loop()
-    return await _watch(wake, questionnaire_id, version, loop.time() + 0.05)
+    return await _watch(loop, wake, questionnaire_id, version, loop.time() + 0.05)
 
 
 def _state(questionnaire_id: str, version: int) -> Questionnaire:
@@ -455,6 +455,36 @@ async def test_a_poke_without_an_outcome_means_read_again() -> None:
         hub.poke(outcome)
 
     assert await _watched(pokes, "q-1", version=0) is None
+
+
+async def test_a_round_wakes_every_waiter_when_set_and_at_once_after() -> None:
+    loop = asyncio.get_running_loop()
+    wake = Wake()
+    waiting = [asyncio.create_task(wake.wait(loop, loop.time() + DEADLINE)) for _ in range(3)]
+    await settle()
+    assert not any(task.done() for task in waiting)
+
+    wake.set()
+
+    assert await asyncio.wait_for(asyncio.gather(*waiting), DEADLINE) == [True] * 3
+    assert await wake.wait(loop, loop.time() - 1)  # already set: true even past its time
+    assert wake._waiters == []
+
+
+async def test_a_round_that_times_out_or_is_cancelled_keeps_no_waiter() -> None:
+    loop = asyncio.get_running_loop()
+    wake = Wake()
+    staying = asyncio.create_task(wake.wait(loop, loop.time() + DEADLINE))
+    cancelled = asyncio.create_task(wake.wait(loop, loop.time() + DEADLINE))
+    await settle()
+
+    assert await wake.wait(loop, loop.time() + 0.01) is False
+    cancelled.cancel()
+    await asyncio.gather(cancelled, return_exceptions=True)
+    assert len(wake._waiters) == 1  # only the one still waiting
+
+    wake.set()
+    assert await asyncio.wait_for(staying, DEADLINE) is True
 
 
 # --- clients following a session --------------------------------------------------------
