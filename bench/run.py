@@ -655,8 +655,14 @@ def _ratio(v: float | None, floor: float | None) -> str:
     return "-" if v is None or not floor else f"{v / floor:.1f}x"
 
 
-def _times(ratio: float | None) -> str:
-    return "-" if ratio is None else f"{ratio:.1f}x"
+def _times(ratio: float | None, limit: float | None = None) -> str:
+    """A ratio to one decimal; to two where one would read as the ``limit`` it is checked
+    against (2.52x is a miss of 2.5x, and must not print as 2.5x)."""
+    if ratio is None:
+        return "-"
+    if limit is not None and f"{ratio:.1f}" == f"{limit:.1f}":
+        return f"{ratio:.2f}x"
+    return f"{ratio:.1f}x"
 
 
 def _median(values: Iterable[float | None]) -> float | None:
@@ -781,7 +787,7 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
                 "answer -> next question p50",
                 store,
                 _ms(a50),
-                _times(a50x),
+                _times(a50x, t["a50"]),
                 f"<= {t['a50']}x echo p50",
                 _check(a50x is not None and a50x <= t["a50"]),
                 note,
@@ -790,7 +796,7 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
                 "answer -> next question p99",
                 store,
                 _ms(a99),
-                _times(a99x),
+                _times(a99x, 3),
                 "<= 3x echo p99",
                 _check(a99x is not None and a99x <= 3),
                 "",
@@ -799,7 +805,7 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
                 "start -> first question p50",
                 store,
                 _ms(s50),
-                _times(s50x),
+                _times(s50x, t["s50"]),
                 f"<= {t['s50']}x echo p50",
                 _check(s50x is not None and s50x <= t["s50"]),
                 f"p99 {_ms(s99)}; per round {s50_rounds}",
