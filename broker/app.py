@@ -37,7 +37,7 @@ async def healthz(request: Request) -> Response:
 async def metrics(request: Request) -> Response:
     """Prometheus text format."""
     broker: Broker = request.app.state.broker
-    return Response(broker.metrics.render(), media_type=CONTENT_TYPE)
+    return Response(broker.render_metrics(), media_type=CONTENT_TYPE)
 
 
 async def openapi(request: Request) -> Response:

@@ -217,6 +217,15 @@ class Broker:
         self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="qbroker-reconcile"))
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="qbroker-heartbeat"))
 
+    @property
+    def waiting_agent_calls(self) -> int:
+        """Agent calls waiting here for an outcome, read off the hubs when asked (a scrape)."""
+        return sum(hub.waiters for hub in self.hubs.values())
+
+    def render_metrics(self) -> bytes:
+        self.metrics.agent_calls.value = self.waiting_agent_calls
+        return self.metrics.render()
+
     def begin_shutdown(self) -> None:
         """Stop waiting: agent calls in flight answer 202 at once so they re-attach elsewhere."""
         self.shutting_down.set()
@@ -286,7 +295,6 @@ class Broker:
         """200 with the tool result as soon as there is an outcome; 202 when ``wait`` runs out."""
         hub = self._hub(session_id)
         hub.waiters += 1
-        self.metrics.agent_calls.inc()
         try:
             # Inside the try: a subscription Redis never confirms raises StoreUnavailable
             # (a 503), and the waiter must not stay counted, or the hub would never go.
@@ -294,7 +302,6 @@ class Broker:
             return await self._wait(hub, questionnaire_id, wait, None, hub.wake)
         finally:
             hub.waiters -= 1
-            self.metrics.agent_calls.dec()
             await self._release(hub)
 
     async def _write_and_wait(
@@ -304,7 +311,6 @@ class Broker:
         no outcome can slip by, as the round of waiting was taken before the write."""
         hub = self._hub(session_id)
         hub.waiters += 1
-        self.metrics.agent_calls.inc()
         try:
             await self._ensure_subscribed(hub, every_write=False)
             wake = hub.wake
@@ -312,7 +318,6 @@ class Broker:
             return await self._wait(hub, state.id, wait, state, wake)
         finally:
             hub.waiters -= 1
-            self.metrics.agent_calls.dec()
             await self._release(hub)
 
     async def _wait(

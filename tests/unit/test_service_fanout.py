@@ -207,21 +207,21 @@ async def test_answers_that_decide_nothing_do_not_wake_the_waiting_agent() -> No
 async def test_the_agent_calls_waiting_are_counted_until_each_returns() -> None:
     async with running() as (broker, _):
         sid = new_session()
-        waiting = broker.metrics.agent_calls
         client = await joined(broker, sid)
         call = agent_call(broker, sid)
         first = await client.next("question")
         reattached = asyncio.create_task(broker.wait_for_outcome(sid, first["questionnaireId"], wait=DEADLINE * 2))
-        await eventually(lambda: waiting.value == 2, "both calls counted")
+        await eventually(lambda: broker.waiting_agent_calls == 2, "both calls counted")
         timed_out = await broker.wait_for_outcome(sid, first["questionnaireId"], wait=0.01)
-        assert timed_out[0] == 202 and waiting.value == 2
+        assert timed_out[0] == 202 and broker.waiting_agent_calls == 2
 
         await answer(broker, client, first, "staging")
         await answer(broker, client, await client.next("question"), "now")
         results = await asyncio.wait_for(asyncio.gather(call, reattached), DEADLINE)
 
         assert [status for status, _ in results] == [200, 200]
-        assert waiting.value == 0
+        assert broker.waiting_agent_calls == 0
+        assert b"qbroker_agent_calls_waiting 0.0" in broker.render_metrics()
 
 
 async def test_presence_is_not_read_before_anything_can_be_due() -> None:
