@@ -42,7 +42,7 @@ import sysconfig
 import tempfile
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -178,8 +178,11 @@ class Broker:
 
 
 @contextlib.contextmanager
-def brokers(count: int, redis_url: str | None) -> Iterator[list[Broker]]:
-    """``count`` brokers (sharing ``redis_url``, or one on the memory store)."""
+def brokers(
+    count: int, redis_url: str | None, wrap: Callable[[int], list[str]] | None = None, ready_within: float = 30
+) -> Iterator[list[Broker]]:
+    """``count`` brokers (sharing ``redis_url``, or one on the memory store); ``wrap(i)`` is
+    a command the i-th broker runs under (a profiler), ``[]`` for none."""
     started: list[Broker] = []
     with tempfile.TemporaryDirectory(prefix="qbroker-bench-") as tmp:
         try:
@@ -198,7 +201,8 @@ def brokers(count: int, redis_url: str | None) -> Iterator[list[Broker]]:
                 log = Path(tmp) / f"broker-{i}.log"
                 with open(log, "wb") as out:
                     process = subprocess.Popen(
-                        [PY, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(port)],
+                        [*(wrap(i) if wrap else []), PY, "-m", "broker.cli", "serve", "--host", "127.0.0.1"]
+                        + ["--port", str(port)],
                         env=env,
                         cwd=REPO,
                         stdout=out,
@@ -206,7 +210,7 @@ def brokers(count: int, redis_url: str | None) -> Iterator[list[Broker]]:
                     )
                 broker = Broker(port, process, log)
                 started.append(broker)
-                if not _ready(broker, 30):
+                if not _ready(broker, ready_within):
                     raise RuntimeError(f"broker did not become ready:\n{log.read_text(errors='replace')[-3000:]}")
             yield started
         finally:
