@@ -1000,7 +1000,10 @@ machine, commit, fan-out, write), with the median time of each. `python bench/co
 times one answer inside the broker, in one process, with the processor's caches emptied
 before it and without: in the latency runs every answer runs cold (see below), and this
 shows a change to that path within seconds, a few microseconds apart, where the latency
-runs' noise is tens.
+runs' noise is tens. `python bench/instructions.py [--store redis]` counts the instructions
+the brokers run per questionnaire under valgrind's callgrind: a figure no other tenant of
+the machine can move (the same within 0.3% run to run), to compare two versions of the
+broker on any machine (see "Which machine").
 
 ## What is measured
 
@@ -1052,6 +1055,17 @@ runs' noise is tens.
   measure as deployed, run it from a virtualenv of an optimized build:
   `python3.11 -m venv /tmp/venv && /tmp/venv/bin/pip install -e '.[test]' &&
   /tmp/venv/bin/python bench/run.py` (on Debian, `apt install python3.11-venv` first).
+- **Which machine.** The ratios set the broker's work, which runs at the speed of the
+  machine's cores, against floors made mostly of the kernel's work (system calls, waking
+  processes), which does not scale with it. The same broker code, on Debian's python3.11,
+  took 240-290 us of CPU per questionnaire on the memory store on an Intel Xeon VM on
+  2026-12-02/03, and 560-630 us on an AMD EPYC VM on 2026-12-03, where a plain Python loop
+  also ran at half the speed (and varied by 1.8x from one second to the next); there the
+  echo was no slower (0.08-0.10 ms) and every ratio went up with the broker's work. What
+  the broker does is better told by a count: `bench/instructions.py` gave 1.13 M
+  instructions per questionnaire on the memory store and 1.94 M on Redis (0.77 M in the
+  agent's broker, 1.17 M in the clients') on that AMD machine: a count that depends on the
+  code and the Python build, not on how fast or how busy the machine is.
 
 ## The run recorded here
 
