@@ -6,12 +6,18 @@
         [--pace 5-10]                                  ... with a random 5-10 ms pause before each
     python bench/floors.py redis-client --url U -n N   N sequential redis-py GET round trips -> JSON
     python bench/floors.py wake -n N                   N one-byte round trips between two processes -> JSON
+    python bench/floors.py python-work -n N            N runs of a fixed pure-Python loop -> JSON
 
 ``wake`` is what any round trip between two processes costs here before any work: one
 process writes a byte to the other over a socketpair and waits for it to come back (each
 side sleeps in the kernel until the other writes). On a VM, waking a process on a core that
 has gone idle can cost far more than the work; the echo floor pays two such wake-ups per
 round trip, qbroker on Redis four (client -> broker -> Redis -> broker -> client).
+
+``python-work`` is how fast this machine runs Python at the moment: a fixed loop of the kind
+of work the broker does between system calls (small dicts, string formatting, function
+calls), no I/O. The broker's CPU figures scale with it; the floors above, mostly the
+kernel's work, do not. On a shared VM it moves within seconds.
 
 Both sides run on uvloop (as qbroker's bots do) with compression off (as the bots connect).
 The payload is the size of a typical ``question`` frame, so framing costs are comparable.
@@ -159,6 +165,27 @@ def wake_round_trips(n: int) -> dict[str, Any]:
     return summarize(samples)
 
 
+def python_work(n: int) -> dict[str, Any]:
+    samples: list[float] = []
+    for _ in range(n):
+        t0 = time.perf_counter()
+        _fixed_loop()
+        samples.append(time.perf_counter() - t0)
+    return summarize(samples)
+
+
+def _fixed_loop() -> int:
+    total = 0
+    for i in range(20_000):
+        item: dict[str, Any] = {"id": f"o{i}", "label": "Option", "n": i}
+        total += len(item["id"]) + _step(item)
+    return total
+
+
+def _step(item: dict[str, Any]) -> int:
+    return int(item["n"]) & 7
+
+
 async def redis_client(url: str, n: int) -> dict[str, Any]:
     import redis.asyncio as redis
 
@@ -178,7 +205,7 @@ async def redis_client(url: str, n: int) -> dict[str, Any]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("mode", choices=("ws-server", "ws-client", "redis-client", "wake"))
+    parser.add_argument("mode", choices=("ws-server", "ws-client", "redis-client", "wake", "python-work"))
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--url", default="")
     parser.add_argument("-n", type=int, default=2000)
@@ -193,6 +220,8 @@ def main() -> int:
         return 0
     if args.mode == "wake":
         result = wake_round_trips(args.n)
+    elif args.mode == "python-work":
+        result = python_work(args.n)
     elif args.mode == "ws-client":
         pace = None
         if args.pace:

@@ -260,6 +260,11 @@ def ws_echo_floor(n: int, pace: str | None = None, redis_write: str | None = Non
         stop(server)
 
 
+def python_floor(n: int = 30) -> dict[str, Any]:
+    """How fast the machine runs Python right now (bench/floors.py python-work)."""
+    return _floor_client(["python-work", "-n", str(n)])
+
+
 def wake_floor(n: int) -> dict[str, Any]:
     return _floor_client(["wake", "-n", str(n)])
 
@@ -536,6 +541,7 @@ def store_suite(name: str, redis_url: str | None, settings: Settings, profile_di
         out["latency_paced"] = latency_run(urls, pids, settings.latency_count, paced=True)
         for sessions in (100, 1000):
             _say(f"{name}: throughput, {sessions} sessions, {settings.duration:g}s, {settings.bot_processes} bot procs")
+            out[f"tp{sessions}_python"] = python_floor()  # the speed the CPU figure was taken at
             profiler = _start_profile(profile_dir, f"{name}-{sessions}", pids, settings.duration) if profile_dir else []
             out[f"tp{sessions}"] = throughput_run(urls, pids, sessions, settings.duration, settings.bot_processes)
             for p in profiler:
@@ -719,6 +725,19 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
                 "the echo pays two wake-ups per round trip, qbroker on Redis four",
             ]
         )
+    work = results["floors"].get("python_work")
+    if work:
+        rows.append(
+            [
+                "pure-Python work p50 / p99 (a fixed loop, no I/O)",
+                "floor",
+                f"{_ms(work['p50'])} / {_ms(work['p99'])}",
+                "",
+                "",
+                "",
+                "how fast this machine runs Python now: the broker's CPU figures scale with it",
+            ]
+        )
     if results["floors"].get("redis"):
         r = results["floors"]["redis"]
         rows.append(
@@ -868,7 +887,10 @@ def build_rows(results: dict[str, Any]) -> list[list[str]]:
                     "",
                     f"<= {t['cpu'] * 1e6:.0f} us",
                     _check(best <= t["cpu"]),
-                    "min of the 100/1000-session runs: " + " / ".join(f"{c * 1e6:.0f} us" for c in cpus),
+                    "min of the 100/1000-session runs: "
+                    + " / ".join(f"{c * 1e6:.0f} us" for c in cpus)
+                    + "; Python work floor before each: "
+                    + " / ".join(_ms(suite[f"tp{s}_python"]["p50"]) for s in (100, 1000)),
                 ]
             )
         mem = suite["memory"]
@@ -946,6 +968,8 @@ def main() -> int:
     results: dict[str, Any] = {"machine": machine, "settings": settings.__dict__, "floors": {}}
     _say("floor: process wake-up round trip")
     results["floors"]["wake"] = wake_floor(settings.echo_n)
+    _say("floor: pure-Python work")
+    results["floors"]["python_work"] = python_floor()
     _say("floor: websockets echo round trip")
     results["floors"]["ws_echo"] = ws_echo_floor(settings.echo_n)
     _say(f"floor: websockets echo round trip, paced {PACE} ms")
@@ -1061,7 +1085,10 @@ broker on any machine (see "Which machine").
   took 240-290 us of CPU per questionnaire on the memory store on an Intel Xeon VM on
   2026-12-02/03, and 560-630 us on an AMD EPYC VM on 2026-12-03, where a plain Python loop
   also ran at half the speed (and varied by 1.8x from one second to the next); there the
-  echo was no slower (0.08-0.10 ms) and every ratio went up with the broker's work. What
+  echo was no slower (0.08-0.15 ms) and every ratio went up with the broker's work. So the
+  bench also times a fixed pure-Python loop (`bench/floors.py python-work`), at the start
+  and before each throughput run: a record then says how fast its machine ran Python when
+  the CPU figures were taken (on the AMD VM, 9.7-12.6 ms, from one minute to the next). What
   the broker does is better told by a count: `bench/instructions.py` gave 1.13 M
   instructions per questionnaire on the memory store and 1.94 M on Redis (0.77 M in the
   agent's broker, 1.17 M in the clients') on that AMD machine: a count that depends on the
@@ -1125,6 +1152,7 @@ def _plain(results: dict[str, Any]) -> dict[str, Any]:
                 "bots_util": [round(u, 2) for u in lr.bots_util],
                 "machine_util": None if lr.machine_util is None else round(lr.machine_util, 2),
                 "steal": None if lr.steal is None else round(lr.steal, 3),
+                "python_work": suite.get(f"{key}_python"),
                 "notes": lr.notes,
                 "bots": {
                     k: lr.report[k]
