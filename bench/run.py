@@ -1045,8 +1045,9 @@ broker on any machine (see "Which machine").
   on Redis four (client -> broker -> Redis -> broker -> client): a large part of why its
   Redis ratios are what they are. And each process on the path runs with cold caches: the
   others ran in between. `bench/cold_path.py` puts the broker's own part of an answer at
-  ~64 us with the caches emptied first and ~20 us without, on the machine of 2026-12-03;
-  there, even a system call as small as `getpid` took a few microseconds in the latency
+  ~64 us with the caches emptied first and ~20 us without on an Intel Xeon VM on
+  2026-12-03 (~122 us and ~45 us on an AMD EPYC VM the same day); on the Intel VM,
+  even a system call as small as `getpid` took a few microseconds in the latency
   runs (by py-spy's native samples of a broker), 0.1 us in a loop.
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
