@@ -9,15 +9,14 @@ still holds (their dicts and lists) can change its snapshot. Values are ``msgspe
 classes with ``frozen=True`` (as across the broker: states, commands, frames): built in
 C, one costs an eighth of a frozen dataclass, and a questionnaire makes some forty.
 ``Question`` also keeps what is derived from it once (its option ids, its wire form): it is a
-Struct with an instance dict, where ``cached_property`` keeps them, outside its fields (so
-they take no part in equality, and the frozen fields stay frozen).
+Struct with an instance dict, where ``_derived`` keeps them, outside its fields (so they
+take no part in equality, and the frozen fields stay frozen).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from functools import cached_property
-from typing import Any, Final, Literal
+from collections.abc import Callable, Mapping
+from typing import Any, Final, Generic, Literal, TypeVar
 
 import msgspec
 
@@ -42,6 +41,27 @@ _QUESTION_KEYS: Final = frozenset(
 _OPTION_KEYS: Final = frozenset({"id", "label", "description"})
 
 
+_Value = TypeVar("_Value")
+
+
+class _derived(Generic[_Value]):  # noqa: N801 - used as a decorator, like cached_property
+    """``functools.cached_property`` without its lock: on Python 3.11 every first use takes
+    an RLock (3.12 dropped it), and a question's two derived values are first used on the
+    path of every start. They are computed from frozen fields, so two threads that computed
+    one at once would store equal values."""
+
+    def __init__(self, compute: Callable[[Any], _Value]) -> None:
+        self.compute = compute
+        self.name = compute.__name__
+
+    def __get__(self, instance: Any, owner: type | None = None) -> _Value:
+        if instance is None:  # looked up on the class (by introspection)
+            return self  # type: ignore[return-value]
+        value = self.compute(instance)
+        instance.__dict__[self.name] = value  # found there from now on, before this descriptor
+        return value
+
+
 class Option(msgspec.Struct, frozen=True):
     id: str
     label: str
@@ -64,7 +84,7 @@ class Question(msgspec.Struct, frozen=True, dict=True):
     min_selections: int = 0  # meaningful for multi only
     max_selections: int | None = None  # multi only; None = no ceiling
 
-    @cached_property
+    @_derived
     def option_ids(self) -> tuple[str, ...]:
         """Derived once: answers are checked against them on every command."""
         return tuple([option.id for option in self.options])
@@ -73,7 +93,7 @@ class Question(msgspec.Struct, frozen=True, dict=True):
         """The question as the protocol spells it. One dict, shared: never change it."""
         return self._wire
 
-    @cached_property
+    @_derived
     def _wire(self) -> dict[str, Any]:
         """Made on first use: every question frame and stored record embeds it."""
         wire: dict[str, Any] = {

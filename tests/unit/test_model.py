@@ -341,6 +341,17 @@ def test_a_multi_question_on_the_wire_has_both_bounds_even_without_a_ceiling() -
     assert wire["maxSelections"] is None
 
 
+def test_a_questions_derived_values_are_made_once_and_take_no_part_in_equality() -> None:
+    question = parse_tool_input(SEED_EXAMPLE).questions[1]  # type: ignore[union-attr]
+    twin = Question.from_wire(question.to_wire())  # equal, nothing derived yet
+    assert question.to_wire() is question.to_wire()  # made once, then kept
+    assert question.option_ids is question.option_ids == ("unit", "e2e", "lint")
+    assert set(vars(question)) == {"_wire", "option_ids"} and not vars(twin)
+    assert twin == question and hash(twin) == hash(question)
+    with pytest.raises(AttributeError):
+        question.id = "changed"  # type: ignore[misc]  # the fields stay frozen
+
+
 @pytest.mark.parametrize("index", [0, 1])
 def test_a_question_survives_the_wire_round_trip(index: int) -> None:
     question = parse_tool_input(SEED_EXAMPLE).questions[index]  # type: ignore[union-attr]
