@@ -230,20 +230,40 @@ def _parse_options(raw: Any, where: str) -> tuple[Option, ...]:
     options: list[Option] = []
     seen: set[str] = set()
     for position, item in enumerate(raw, start=1):
-        if type(item) is not dict and not isinstance(item, Mapping):  # (the ABC check is slow)
-            raise invalid(f"{where}: option {position} must be an object")
-        # (An option's place in messages is spelled out only for a message: a start call
-        # carries dozens of options, and the usual one is fine as sent.)
-        oid = _text(item.get("id"), "id", MAX_ID, where=where, option=position)
-        if not item.keys() <= _OPTION_KEYS:
-            _reject_unknown_keys(item, _OPTION_KEYS, _option_place(where, oid))
-        if oid in seen:
-            raise invalid(f'{where}: option id "{oid}" is used twice; option ids must be unique')
-        seen.add(oid)
-        label = _optional_text(item.get("label"), "label", MAX_LABEL, where, option=oid) or oid
-        description = _optional_text(item.get("description"), "description", MAX_DESCRIPTION, where, option=oid)
-        options.append(Option(oid, label, description))
+        # A start call carries dozens of options, nearly all of them as plain as this: string
+        # id and label (and description), each fine once trimmed. Such an option is taken
+        # here in one pass; any other goes through ``_parse_option``'s checks, which would
+        # accept this one as the same Option (tests/unit/test_model.py holds the two to that).
+        if type(item) is dict and item.keys() <= _OPTION_KEYS:
+            oid, label, description = item.get("id"), item.get("label"), item.get("description")
+            if type(oid) is str and type(label) is str and (description is None or type(description) is str):
+                oid, label = oid.strip(), label.strip()
+                fine = bool(oid and label) and len(oid) <= MAX_ID and len(label) <= MAX_LABEL and oid not in seen
+                if fine and description is not None:
+                    description = description.strip()
+                    fine = bool(description) and len(description) <= MAX_DESCRIPTION
+                if fine:
+                    seen.add(oid)
+                    options.append(Option(oid, label, description))
+                    continue
+        option = _parse_option(item, position, where, seen)
+        seen.add(option.id)
+        options.append(option)
     return tuple(options)
+
+
+def _parse_option(item: Any, position: int, where: str, seen: set[str]) -> Option:
+    """Every check of an option, with the sentence for the first that fails (``seen``: the
+    ids of the question's options before it)."""
+    if not isinstance(item, Mapping):
+        raise invalid(f"{where}: option {position} must be an object")
+    oid = _text(item.get("id"), "id", MAX_ID, where=where, option=position)
+    _reject_unknown_keys(item, _OPTION_KEYS, _option_place(where, oid))
+    if oid in seen:
+        raise invalid(f'{where}: option id "{oid}" is used twice; option ids must be unique')
+    label = _optional_text(item.get("label"), "label", MAX_LABEL, where, option=oid) or oid
+    description = _optional_text(item.get("description"), "description", MAX_DESCRIPTION, where, option=oid)
+    return Option(oid, label, description)
 
 
 # --- small checks -------------------------------------------------------------------

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import functools
 from collections.abc import Callable
 from typing import Any
 
@@ -525,3 +526,57 @@ def test_text_of_a_str_subclass_is_checked_like_any_string() -> None:
     parsed = parse_tool_input(start_payload(single("q") | {"prompt": Text("  Pick one  ")}))
     assert isinstance(parsed, StartInput)
     assert parsed.questions[0].prompt == "Pick one"
+
+
+# --- the usual option's one pass -------------------------------------------------------
+
+_ABSENT = object()
+_OPTION_IDS = ["a", " a ", "", "  ", _ABSENT, None, 5, "x" * MAX_ID, "x" * (MAX_ID + 1), " " + "x" * MAX_ID]
+_OPTION_LABELS = ["L", " L ", "", "  ", _ABSENT, None, 5, "y" * MAX_LABEL, "y" * (MAX_LABEL + 1)]
+_OPTION_DESCRIPTIONS = [_ABSENT, None, "d", " d ", "", 3, "z" * (MAX_DESCRIPTION + 1)]
+
+
+def _option(oid: object, label: object, description: object, extra: bool) -> dict[str, Any]:
+    fields = {"id": oid, "label": label, "description": description}
+    option = {key: value for key, value in fields.items() if value is not _ABSENT}
+    if extra:
+        option["extra"] = 1
+    return option
+
+
+def _outcome(parse: Callable[[], Any]) -> Any:
+    try:
+        return parse()
+    except BrokerError as exc:
+        return exc.code, exc.message
+
+
+@pytest.mark.parametrize("after", [None, {"id": "a"}, {"id": "b", "label": "B"}], ids=["alone", "after-a", "after-b"])
+def test_the_usual_options_one_pass_takes_exactly_what_the_full_checks_take(after: dict[str, Any] | None) -> None:
+    """``_parse_options`` takes a plain option in one pass and hands any other to
+    ``_parse_option``: for every mix of good and bad fields (and an option id already used),
+    the result, or the refusal's sentence, is the one the full checks give."""
+    from broker.model import _parse_option, _parse_options
+
+    def full_checks(raw: list[Any]) -> tuple[Option, ...]:
+        seen: set[str] = set()
+        options = []
+        for position, item in enumerate(raw, start=1):
+            option = _parse_option(item, position, 'question "q"', seen)
+            seen.add(option.id)
+            options.append(option)
+        return tuple(options)
+
+    accepted = refused = 0
+    for oid in _OPTION_IDS:
+        for label in _OPTION_LABELS:
+            for description in _OPTION_DESCRIPTIONS:
+                for extra in (False, True):
+                    raw = ([after] if after else []) + [_option(oid, label, description, extra)]
+                    expected = _outcome(functools.partial(full_checks, raw))
+                    assert _outcome(functools.partial(_parse_options, raw, 'question "q"')) == expected, raw
+                    if type(expected[0]) is Option:
+                        accepted += 1
+                    else:
+                        refused += 1
+    assert accepted > 30 and refused > 30  # both sides were exercised
