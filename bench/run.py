@@ -1090,10 +1090,11 @@ broker on any machine (see "Which machine").
   bench also times a fixed pure-Python loop (`bench/floors.py python-work`), at the start
   and before each throughput run: a record then says how fast its machine ran Python when
   the CPU figures were taken (on the AMD VM, 9.7-12.6 ms, from one minute to the next). What
-  the broker does is better told by a count: `bench/instructions.py` gave 1.13 M
+  the broker does is better told by a count, which depends on the code and the Python
+  build, not on how fast or how busy the machine is: `bench/instructions.py` gave 1.13 M
   instructions per questionnaire on the memory store and 1.94 M on Redis (0.77 M in the
-  agent's broker, 1.17 M in the clients') on that AMD machine: a count that depends on the
-  code and the Python build, not on how fast or how busy the machine is.
+  agent's broker, 1.17 M in the clients') for the code of those runs, and 1.08 M and
+  1.88 M (0.73 M + 1.15 M) after two cuts to the start call's path the same day.
 
 ## The run recorded here
 
