@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Awaitable, Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -80,28 +79,47 @@ class Written(msgspec.Struct, frozen=True):
     head: Head | None = None
 
 
-@dataclass(frozen=True, slots=True)
-class Notice:
+class Notice(msgspec.Struct, frozen=True, eq=False):
     """'Questionnaire ``questionnaire_id`` of ``session_id`` is now at ``version``.'
 
-    Notices compare by those three (so this one stays a frozen dataclass: a Struct compares
-    every field); the rest says more when the publisher knew it (a
-    notice from an older broker has none of it, and means only "look again"):
+    Notices compare by those three (``__eq__`` and ``__hash__`` below: a Struct's own would
+    compare every field); the rest says more when the publisher knew it (a notice from an
+    older broker has none of it, and means only "look again"):
 
     - ``status``: the written state's status (whether the write is an outcome);
     - ``seq``: the session's write number of this write (0: not said);
     - ``record``: the written state (None: not carried, e.g. too large);
     - ``head``: for a write that made a questionnaire terminal, the session's head after
       it (None: not said).
+
+    (A Struct, not a frozen dataclass: a process builds one for every notice it hears, and a
+    frozen dataclass sets each field through ``object.__setattr__``, seven times the cost.)
     """
 
     session_id: str
     questionnaire_id: str
     version: int
-    status: str | None = field(default=None, compare=False)
-    seq: int = field(default=0, compare=False)
-    record: Record | None = field(default=None, compare=False, repr=False)
-    head: Head | None = field(default=None, compare=False, repr=False)
+    status: str | None = None
+    seq: int = 0
+    record: Record | None = None
+    head: Head | None = None
+
+    def _identity(self) -> tuple[str, str, int]:
+        return (self.session_id, self.questionnaire_id, self.version)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Notice):
+            return NotImplemented
+        return self._identity() == other._identity()
+
+    def __hash__(self) -> int:
+        return hash(self._identity())
+
+    def __repr__(self) -> str:  # without the record and the head (a state each)
+        return (
+            f"Notice(session_id={self.session_id!r}, questionnaire_id={self.questionnaire_id!r}, "
+            f"version={self.version}, status={self.status!r}, seq={self.seq})"
+        )
 
 
 class Presence(msgspec.Struct, frozen=True):
