@@ -229,7 +229,7 @@ def _parse_options(raw: Any, where: str) -> tuple[Option, ...]:
         raise invalid(f'{where}: "options" must hold 1-{MAX_OPTIONS} options, got {len(raw)}')
     options: list[Option] = []
     seen: set[str] = set()
-    for position, item in enumerate(raw, start=1):
+    for item in raw:
         # A start call carries dozens of options, nearly all of them as plain as this: string
         # id and label (and description), each fine once trimmed. Such an option is taken
         # here in one pass; any other goes through ``_parse_option``'s checks, which would
@@ -238,15 +238,20 @@ def _parse_options(raw: Any, where: str) -> tuple[Option, ...]:
             oid, label, description = item.get("id"), item.get("label"), item.get("description")
             if type(oid) is str and type(label) is str and (description is None or type(description) is str):
                 oid, label = oid.strip(), label.strip()
-                fine = bool(oid and label) and len(oid) <= MAX_ID and len(label) <= MAX_LABEL and oid not in seen
-                if fine and description is not None:
+                if description is not None:
                     description = description.strip()
-                    fine = bool(description) and len(description) <= MAX_DESCRIPTION
-                if fine:
+                if (
+                    oid
+                    and label
+                    and len(oid) <= MAX_ID
+                    and len(label) <= MAX_LABEL
+                    and (description is None or 0 < len(description) <= MAX_DESCRIPTION)
+                    and oid not in seen
+                ):
                     seen.add(oid)
                     options.append(Option(oid, label, description))
                     continue
-        option = _parse_option(item, position, where, seen)
+        option = _parse_option(item, len(options) + 1, where, seen)  # (every option before it is in)
         seen.add(option.id)
         options.append(option)
     return tuple(options)
