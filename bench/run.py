@@ -694,56 +694,37 @@ def _check(ok: bool | None) -> str:
     return "" if ok is None else ("met" if ok else "MISSED")
 
 
+def _floor_row(label: str, figures: dict[str, Any], ratio: str = "", note: str = "") -> list[str]:
+    """A floor's row: its p50 / p99, its ratio to the echo, a note."""
+    return [label, "floor", f"{_ms(figures['p50'])} / {_ms(figures['p99'])}", ratio, "", "", note]
+
+
 def build_rows(results: dict[str, Any]) -> list[list[str]]:
-    echo = results["floors"]["ws_echo"]
-    rows: list[list[str]] = [
-        ["websockets echo round trip p50 / p99", "floor", f"{_ms(echo['p50'])} / {_ms(echo['p99'])}", "1x", "", "", ""],
-    ]
-    paced_echo = results["floors"].get("ws_echo_paced")
+    floors = results["floors"]
+    echo, paced_echo = floors["ws_echo"], floors.get("ws_echo_paced")
+    rows: list[list[str]] = [_floor_row("websockets echo round trip p50 / p99", echo, "1x")]
     if paced_echo:
+        rows.append(_floor_row(f"websockets echo round trip p50 / p99, paced {PACE} ms", paced_echo, "1x"))
+    if floors.get("wake"):
         rows.append(
-            [
-                f"websockets echo round trip p50 / p99, paced {PACE} ms",
-                "floor",
-                f"{_ms(paced_echo['p50'])} / {_ms(paced_echo['p99'])}",
-                "1x",
-                "",
-                "",
-                "",
-            ]
-        )
-    wake = results["floors"].get("wake")
-    if wake:
-        rows.append(
-            [
+            _floor_row(
                 "process wake-up round trip p50 / p99 (two processes, one byte, no work)",
-                "floor",
-                f"{_ms(wake['p50'])} / {_ms(wake['p99'])}",
-                _ratio(wake["p50"], echo["p50"]),
-                "",
-                "",
+                floors["wake"],
+                _ratio(floors["wake"]["p50"], echo["p50"]),
                 "the echo pays two wake-ups per round trip, qbroker on Redis four",
-            ]
+            )
         )
-    work = results["floors"].get("python_work")
-    if work:
+    if floors.get("python_work"):
         rows.append(
-            [
+            _floor_row(
                 "pure-Python work p50 / p99 (a fixed loop, no I/O)",
-                "floor",
-                f"{_ms(work['p50'])} / {_ms(work['p99'])}",
-                "",
-                "",
-                "",
-                "how fast this machine runs Python now: the broker's CPU figures scale with it",
-            ]
+                floors["python_work"],
+                note="how fast this machine runs Python now: the broker's CPU figures scale with it",
+            )
         )
-    if results["floors"].get("redis"):
-        r = results["floors"]["redis"]
-        rows.append(
-            ["redis-py GET round trip p50 / p99", "floor", f"{_ms(r['p50'])} / {_ms(r['p99'])}", "", "", "", ""]
-        )
-    bare = results["floors"].get("bare_ws_memory") or {}
+    if floors.get("redis"):
+        rows.append(_floor_row("redis-py GET round trip p50 / p99", floors["redis"]))
+    bare = floors.get("bare_ws_memory") or {}
     bare_kib = bare.get("kib_per_client")
     if bare_kib is not None:
         rows.append(
