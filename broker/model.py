@@ -138,7 +138,7 @@ ToolInput = StartInput | ResumeInput
 
 
 def parse_tool_input(payload: Any) -> ToolInput:
-    if not isinstance(payload, Mapping):
+    if type(payload) is not dict and not isinstance(payload, Mapping):  # (the ABC check is slow)
         raise invalid("the tool input must be a JSON object")
     action = payload.get("action")
     if action == "start":
@@ -185,11 +185,12 @@ def _parse_questions(raw: Any) -> tuple[Question, ...]:
 
 
 def _parse_question(raw: Any, position: int) -> Question:
-    if not isinstance(raw, Mapping):
+    if type(raw) is not dict and not isinstance(raw, Mapping):  # (the ABC check is slow)
         raise invalid(f"question {position} must be an object")
     qid = _text(raw.get("id"), "id", MAX_ID, where=f"question {position}")
     where = f'question "{qid}"'
-    _reject_unknown_keys(raw, _QUESTION_KEYS, where)
+    if not raw.keys() <= _QUESTION_KEYS:
+        _reject_unknown_keys(raw, _QUESTION_KEYS, where)
     label = _optional_text(raw.get("label"), "label", MAX_LABEL, where) or qid
     prompt = _text(raw.get("prompt"), "prompt", MAX_PROMPT, where=where)
     qtype = raw.get("type")
