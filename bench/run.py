@@ -1074,8 +1074,8 @@ broker on any machine (see "Which machine").
   the broker does is better told by a count, which depends on the code and the Python
   build, not on how fast or how busy the machine is: `bench/instructions.py` gave 1.13 M
   instructions per questionnaire on the memory store and 1.94 M on Redis (0.77 M in the
-  agent's broker, 1.17 M in the clients') for the code of those runs, and 1.07 M and
-  1.84 M (0.72 M + 1.12 M) after four cuts the same day.
+  agent's broker, 1.17 M in the clients') for the code of those runs, and 1.06 M and
+  1.83 M (0.71 M + 1.12 M) after five cuts the same day.
 
 ## The run recorded here
 
