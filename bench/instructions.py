@@ -1,6 +1,6 @@
 """How many instructions the broker runs per questionnaire: a count, not a time (not a test).
 
-    python bench/instructions.py [--store memory|redis] [--count 200] [--sessions 1]
+    python bench/instructions.py [--store memory|redis] [--count 200] [--warm-up 20] [--sessions 1]
 
 On a shared VM the bench's times drift within minutes (another tenant, the host's clock,
 cold caches), so a change of a few percent to the broker's work is lost in their noise.
@@ -8,17 +8,18 @@ This counts instead: each broker process runs under valgrind's callgrind (no cac
 simulation), ``qbroker bots`` runs ``--warm-up`` questionnaires, the counters are zeroed
 (``callgrind_control -z``), the bots run ``--count`` more, and the counters are dumped. The
 instructions the broker's user space executed, divided by the questionnaires: the same
-figure run after run (within ~0.5% here), whatever else the machine is doing, so two
+figure run after run (within 0.3% here), whatever else the machine is doing, so two
 versions of the broker can be compared in a minute each.
 
-- The shape is the bench's: 3 single-choice questions of 4 options, answered back to back.
+- The shape is fixed: 3 single-choice questions of 4 options, answered back to back (the
+  bench's bots also mix in multi-choice questions and Other texts, drawn at random).
 - On Redis there are two brokers, as in the bench (the agent's calls go to one, the bots
   connect to the other); each is counted, and their sum is the figure.
 - Not counted: the kernel (system calls, the network stack), redis-server, the bots.
 
 A time per instruction is the machine's, not the broker's: on 2026-12-03 an AMD EPYC VM
 ran the memory broker's ~1.13 M instructions per questionnaire in ~560 us of CPU (kernel
-included), where an Intel Xeon VM the day before had taken ~250 us for the same code.
+included), where an Intel Xeon VM earlier that day had taken ~250 us for the same code.
 Valgrind must be on PATH (Debian: ``apt install valgrind``).
 """
 
