@@ -1029,7 +1029,23 @@ broker on any machine (see "Which machine").
   ~64 us with the caches emptied first and ~20 us without on an Intel Xeon VM on
   2026-12-03 (~122 us and ~45 us on an AMD EPYC VM the same day); on the Intel VM,
   even a system call as small as `getpid` took a few microseconds in the latency
-  runs (by py-spy's native samples of a broker), 0.1 us in a loop.
+  runs (by py-spy's native samples of a broker), 0.1 us in a loop. Redis pays for cold
+  caches too, and a script more than a plain command. With the caches emptied between
+  calls, `EVALSHA` of `return 1` took 9-34 us inside Redis, depending on the minute,
+  against 2-4 us in a loop (a GET: 3-6 us and 0.5 us); the answer's compare-and-set
+  script took 55-94 us against 22-51 us for the floor's (SET, INCR, PUBLISH); and in
+  `bench/answer_path.py`'s runs the answer's script took 45-56 us per call (INFO
+  commandstats, on a third VM, an Intel Xeon, the evening of 2026-12-03). Taking parts out
+  of the script one at a time (the three PEXPIREs, the PUBLISH, the notice's building)
+  changed nothing that this noise let show, and neither did sparing the clients' broker
+  the notices of its own answers (switched on and off between rounds on the same
+  processes: the same p50, lower in 15 of 30 paired rounds). Nor does the broker get the
+  script's time for free: encoding the next question while the script ran, tried that
+  evening, made the "commit returned" stage of `bench/answer_path.py` 16-38 us longer, not
+  shorter, and was not kept. Most likely a socket write wakes its reader on the writer's own core when it
+  can (a "sync" wake-up), so Redis started only once the broker slept; and that VM's
+  kernel halts an idle vCPU at once (`haltpoll.guest_halt_poll_ns=0` in /proc/cmdline), so
+  waking one costs the hypervisor's round trip.
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
   - *latency*: {back_to_back} questionnaires of 3 questions in {rounds} rounds, one
@@ -1067,15 +1083,19 @@ broker on any machine (see "Which machine").
   took 240-290 us of CPU per questionnaire on the memory store on an Intel Xeon VM on
   2026-12-02/03, and 560-630 us on an AMD EPYC VM on 2026-12-03, where a plain Python loop
   also ran at half the speed (and varied by 1.8x from one second to the next); there the
-  echo was no slower (0.08-0.15 ms) and every ratio went up with the broker's work. So the
-  bench also times a fixed pure-Python loop (`bench/floors.py python-work`), at the start
-  and before each throughput run: a record then says how fast its machine ran Python when
-  the CPU figures were taken (on the AMD VM, 9.7-12.6 ms, from one minute to the next). What
+  echo was no slower (0.08-0.15 ms) and every ratio went up with the broker's work. On a
+  third VM, another Intel Xeon (CPU model 207), the evening of 2026-12-03, it took
+  320-470 us. So the bench also times a fixed pure-Python loop (`bench/floors.py
+  python-work`), at the start and before each throughput run: a record then says how fast
+  its machine ran Python when the CPU figures were taken (on the AMD VM, 9.7-12.6 ms, from
+  one minute to the next; on the third VM, 4.5-9.9 ms). What
   the broker does is better told by a count, which depends on the code and the Python
   build, not on how fast or how busy the machine is: `bench/instructions.py` gave 1.13 M
   instructions per questionnaire on the memory store and 1.94 M on Redis (0.77 M in the
   agent's broker, 1.17 M in the clients') for the code of those runs, and 1.06 M and
-  1.83 M (0.71 M + 1.12 M) after five cuts the same day.
+  1.83 M (0.71 M + 1.12 M) after five cuts the same day, on the AMD VM and again on the
+  third VM (1,058,661 and 1,825,712 there, within 0.4%): the count follows the code, not
+  the machine.
 
 ## The run recorded here
 
