@@ -35,6 +35,7 @@ EXIT_USAGE = 64
 _EPILOG = """\
 examples:
   export QBROKER_SECRET=...   # the broker's secret: bots mint their own per-session tokens
+                              # (unset: the secret a local broker generated in its data dir)
   qbroker bots --url http://127.0.0.1:8700 --sessions 10 --count 200
   qbroker bots --url http://127.0.0.1:8701,http://127.0.0.1:8702 --sessions 100 --bots 2 \\
       --codec mixed --clarify-rate 0.2 --cancel-rate 0.1 --reconnect-churn 0.05 \\
@@ -69,7 +70,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--token-secret",
         dest="secret",
         default=None,
-        help="the broker's QBROKER_SECRET, to mint per-session tokens (default: $QBROKER_SECRET)",
+        help="the broker's QBROKER_SECRET, to mint per-session tokens (default: $QBROKER_SECRET, "
+        "else the secret a broker on this machine generated in its data dir)",
+    )
+    add(
+        "--data-dir",
+        default=None,
+        help="the data dir of a broker that generated its secret (default: $QBROKER_DATA_DIR or ~/.qbroker)",
     )
     add("--sessions", type=int, default=4, help="concurrent sessions (default 4)")
     add("--bots", type=int, default=1, help="websocket clients per session (default 1)")
@@ -121,6 +128,23 @@ def parse_think(text: str) -> tuple[float, float]:
     return lo, hi
 
 
+def _generated_secret(data_dir: str | None) -> str | None:
+    """The secret a broker started without QBROKER_SECRET generated in its data dir (as
+    ``qbroker serve`` and ``qbroker token`` use it), if there is one: read, never created."""
+    from broker.config import Config
+
+    # Only the data dir is read from the environment: the broker's other settings are not ours.
+    only_dir = {"QBROKER_DATA_DIR": os.environ.get("QBROKER_DATA_DIR", "")}
+    path = Config.from_env(only_dir, data_dir=data_dir).secret_file
+    try:
+        secret = path.read_text().strip()
+    except OSError:
+        return None
+    if secret:
+        print(f"qbroker bots: using the generated secret in {path}", file=sys.stderr)
+    return secret or None
+
+
 def split_urls(values: list[str] | None) -> list[str]:
     raw = values or [os.environ.get("QBROKER_URL") or "http://127.0.0.1:8700"]
     urls = [u.strip().rstrip("/") for value in raw for u in value.split(",") if u.strip()]
@@ -148,9 +172,12 @@ def run(args: argparse.Namespace) -> int:
         problem = check_url(url, args.allow_remote)
         if problem:
             return _fail(problem)
-    secret = args.secret or os.environ.get("QBROKER_SECRET")
+    secret = args.secret or os.environ.get("QBROKER_SECRET") or _generated_secret(args.data_dir)
     if not secret:
-        return _fail("no token secret: pass --secret or set QBROKER_SECRET (the broker's secret)")
+        return _fail(
+            "no token secret: pass --secret or set QBROKER_SECRET (the broker's secret); a broker"
+            " started without one keeps the secret it generated in its data dir (--data-dir)"
+        )
     try:
         shape = Shape(args.questions, args.options, args.multi_share, args.other_share)
         think = parse_think(args.think_time)

@@ -11,11 +11,12 @@ import os
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.support import REPO_ROOT, TEST_SECRET, broker, need, redis_server
+from tests.support import REPO_ROOT, TEST_SECRET, BrokerProcess, broker, broker_env, free_port, need, redis_server
 
 LATENCIES = ("start_to_first_question", "answer_to_next_question", "questionnaire")
 
@@ -146,18 +147,46 @@ def test_bots_refuse_a_remote_broker_without_allow_remote() -> None:
     assert "only localhost" in err
 
 
-def test_bots_need_a_token_secret() -> None:
+def _bots_without_secret(data_dir: str, *args: str) -> subprocess.CompletedProcess[str]:
+    """``qbroker bots`` with no secret given: no --secret, no QBROKER_SECRET."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
     env["PYTHONPATH"] = str(REPO_ROOT)
-    done = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bots", "--url", "http://127.0.0.1:1", "--count", "1"],
+    env["QBROKER_DATA_DIR"] = data_dir
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", "bots", *args],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=120,
         env=env,
         cwd=str(REPO_ROOT),
     )
-    assert done.returncode == 64 and "secret" in done.stderr
+
+
+def test_bots_need_a_token_secret(tmp_path: Path) -> None:
+    done = _bots_without_secret(str(tmp_path), "--url", "http://127.0.0.1:1", "--count", "1")
+    assert done.returncode == 64 and "no token secret" in done.stderr and "--data-dir" in done.stderr
+    assert not (tmp_path / "secret").exists()  # looked for, never made
+
+
+def test_bots_use_the_secret_a_local_broker_generated(tmp_path: Path) -> None:
+    """``qbroker serve`` without QBROKER_SECRET keeps a generated secret in its data dir, as
+    the quick start runs it; the bots find it there, by QBROKER_DATA_DIR or --data-dir."""
+    broker_dir, elsewhere = tmp_path / "broker", tmp_path / "elsewhere"
+    broker_dir.mkdir()
+    elsewhere.mkdir()
+    env = broker_env(str(broker_dir))
+    del env["QBROKER_SECRET"]
+    process = BrokerProcess(free_port(), env, str(broker_dir)).start()
+    try:
+        secret_file = broker_dir / "secret"
+        assert secret_file.exists()
+        for args in ((), ("--data-dir", str(broker_dir))):
+            data_dir = str(broker_dir) if not args else str(elsewhere)
+            done = _bots_without_secret(data_dir, "--url", process.url, "--count", "3", "--json", *args)
+            assert f"using the generated secret in {secret_file}" in done.stderr
+            assert_clean(done.returncode, json.loads(done.stdout), done.stderr, 3)
+    finally:
+        process.stop()
 
 
 @pytest.mark.redis
