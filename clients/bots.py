@@ -44,7 +44,9 @@ examples:
 Several --url values spread each session over brokers (the agent on one, its bots on the
 others); that needs brokers sharing one Redis store.
 
-exit status: 0 clean, 1 verification mismatch, 2 other errors, 64 bad usage
+Before any load, each broker's /readyz is asked once: when none answers, nothing starts.
+
+exit status: 0 clean, 1 verification mismatch, 2 other errors (or no broker answers), 64 bad usage
 """
 
 
@@ -145,6 +147,30 @@ def _generated_secret(data_dir: str | None) -> str | None:
     return secret or None
 
 
+def probe_brokers(urls: list[str], timeout: float = 5.0) -> tuple[bool, list[str]]:
+    """Ask each broker's ``/readyz`` once before any load: (whether any answered, what to
+    warn about). Without it a dead URL is retried for the whole run and ends in an empty
+    table. One that answers "not ready" (draining, store unreachable) is a warning only, as
+    is one that does not answer beside others that do: a fault test may start mid-restart."""
+    import ssl
+
+    import httpx
+
+    reachable, warnings = False, []
+    with httpx.Client(verify=ssl.create_default_context(), timeout=timeout) as client:
+        for url in urls:
+            try:
+                response = client.get(url.rstrip("/") + "/readyz")
+            except httpx.HTTPError as exc:
+                warnings.append(f"cannot reach the broker at {url}: {exc or type(exc).__name__} (is it running?)")
+                continue
+            reachable = True
+            if response.status_code != 200:
+                said = " ".join(response.text.split())[:200]
+                warnings.append(f"the broker at {url} is not ready (/readyz: {response.status_code} {said})")
+    return reachable, warnings
+
+
 def split_urls(values: list[str] | None) -> list[str]:
     raw = values or [os.environ.get("QBROKER_URL") or "http://127.0.0.1:8700"]
     urls = [u.strip().rstrip("/") for value in raw for u in value.split(",") if u.strip()]
@@ -196,6 +222,12 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--duration must be in (0, {MAX_DURATION:g}] seconds")
     if not 0 < args.timeout <= 3600 or not 0 <= args.wait <= 300:
         return _fail("--timeout must be in (0, 3600] and --wait in [0, 300]")
+    reachable, warnings = probe_brokers(urls)
+    for warning in warnings:
+        print(f"qbroker bots: {warning}", file=sys.stderr)
+    if not reachable:
+        print("qbroker bots: no broker to load-test; nothing was started", file=sys.stderr)
+        return EXIT_ERRORS
     processes = max(1, min(args.processes, args.sessions, 64))
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")
     run_id = os.urandom(4).hex()  # fresh session ids every run, even with a fixed --seed

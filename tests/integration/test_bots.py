@@ -147,6 +147,12 @@ def test_bots_refuse_a_remote_broker_without_allow_remote() -> None:
     assert "only localhost" in err
 
 
+def test_bots_stop_at_once_when_no_broker_answers() -> None:
+    code, report, err = run_bots("--url", f"http://127.0.0.1:{free_port()}", "--count", "1", timeout=30)
+    assert code == 2 and report == {}
+    assert "cannot reach the broker at" in err and "nothing was started" in err
+
+
 def _bots_without_secret(data_dir: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``qbroker bots`` with no secret given: no --secret, no QBROKER_SECRET."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}

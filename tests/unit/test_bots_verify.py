@@ -7,15 +7,20 @@ tampering then changes one fact the way a buggy broker could.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import random
+import socket
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 import pytest
 
 from broker import machine, results
 from broker.model import parse_tool_input
-from clients.bots import check_url, parse_think, split_urls
+from clients.bots import check_url, parse_think, probe_brokers, split_urls
 from clients.bots_plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
 from clients.bots_stats import Samples, Stats, percentile
 
@@ -198,6 +203,61 @@ def test_only_local_urls_are_allowed_without_allow_remote() -> None:
 
 def test_urls_may_be_repeated_or_comma_separated() -> None:
     assert split_urls(["http://a:1, http://b:2/", "http://c:3"]) == ["http://a:1", "http://b:2", "http://c:3"]
+
+
+@contextlib.contextmanager
+def _readyz(status: int, body: bytes) -> Iterator[str]:
+    """A local HTTP server whose every GET answers ``status`` with ``body``; yields its URL."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
+            self.send_response(status)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def _closed_port_url() -> str:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once it closes
+
+
+def test_the_probe_refuses_only_when_no_broker_answers() -> None:
+    dead = _closed_port_url()
+    reachable, warnings = probe_brokers([dead], timeout=2)
+    assert not reachable
+    assert len(warnings) == 1
+    assert warnings[0].startswith(f"cannot reach the broker at {dead}: ")
+    assert warnings[0].endswith("(is it running?)")
+    with (
+        _readyz(200, b'{"status": "ready"}') as ready,
+        _readyz(503, b'{"error": {"code": "store_unavailable"}}') as busy,
+    ):
+        assert probe_brokers([ready], timeout=2) == (True, [])
+        # One that does not answer, or is not ready, beside one that is: warnings only (a
+        # fault test may start while a broker restarts).
+        reachable, warnings = probe_brokers([dead, busy, ready], timeout=2)
+        assert reachable
+        assert len(warnings) == 2
+        assert warnings[0].startswith(f"cannot reach the broker at {dead}: ")
+        assert (
+            warnings[1]
+            == f'the broker at {busy} is not ready (/readyz: 503 {{"error": {{"code": "store_unavailable"}}}})'
+        )
+        assert probe_brokers([busy], timeout=2) == (True, warnings[1:])  # it answers: not a refusal
 
 
 def test_think_time_is_a_value_or_a_range() -> None:
