@@ -2,11 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
+import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+
+
+def _create_whole_once(path: Path, content: str) -> None:
+    """Create ``path`` (mode 0600) holding ``content``, unless it exists. It appears whole
+    (written aside, then linked into place), and of several processes starting at once on
+    one data dir, one creates it and the others read that one: brokers that signed with
+    different secrets would refuse each other's tokens."""
+    fd, aside = tempfile.mkstemp(dir=path.parent, prefix=".secret-")  # (mkstemp: mode 0600)
+    try:
+        with os.fdopen(fd, "w") as handle:
+            handle.write(content)
+        with contextlib.suppress(FileExistsError):  # another process was first: its secret holds
+            os.link(aside, path)
+    finally:
+        os.unlink(aside)
 
 
 def _float(env: dict[str, str], name: str, default: float) -> float:
@@ -102,14 +119,10 @@ class Config:
         if self.secret:
             return self.secret
         path = self.secret_file
-        if path.exists():
-            return path.read_text().strip()
-        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-        value = secrets.token_urlsafe(32)
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-        with os.fdopen(fd, "w") as handle:
-            handle.write(value + "\n")
-        return value
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _create_whole_once(path, secrets.token_urlsafe(32) + "\n")
+        return path.read_text().strip()
 
     @property
     def generated_secret(self) -> bool:
