@@ -282,6 +282,15 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(stats.table(config))
+    if len(urls) > 1 and report["questionnaires"]["unavailable"]:
+        # Each session's agent calls go to one broker and its bots to another: brokers that
+        # do not share a store never see each other's clients.
+        print(
+            f"qbroker bots: {report['questionnaires']['unavailable']} questionnaires ended 'unavailable'"
+            " (no client connected to their session anywhere), though the bots were connected:"
+            " do these brokers share one Redis store? Several --url need that.",
+            file=sys.stderr,
+        )
     if report["verify_errors"]:
         return EXIT_VERIFY
     return EXIT_ERRORS if report["error_total"] else 0

@@ -147,6 +147,16 @@ def test_bots_refuse_a_remote_broker_without_allow_remote() -> None:
     assert "only localhost" in err
 
 
+def test_brokers_that_share_no_store_are_named_as_the_likely_cause() -> None:
+    """Two memory-store brokers: a session's agent calls reach one, its bots the other, so
+    every questionnaire ends unavailable. That is a mismatch (exit 1), and the bots say why."""
+    with broker(log_level="warning", client_wait=1) as one, broker(log_level="warning", client_wait=1) as two:
+        code, report, err = run_bots("--url", f"{one.url},{two.url}", "--sessions", "2", "--count", "2")
+    assert code == 1
+    assert report["questionnaires"]["unavailable"] == 2 and report["verify_errors"] > 0
+    assert "do these brokers share one Redis store?" in err
+
+
 def test_bots_stop_at_once_when_no_broker_answers() -> None:
     code, report, err = run_bots("--url", f"http://127.0.0.1:{free_port()}", "--count", "1", timeout=30)
     assert code == 2 and report == {}
