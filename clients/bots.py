@@ -10,7 +10,8 @@ clarification (``--clarify-rate``), cancel (``--cancel-rate``) or drop and recon
 several load processes and merges their figures.
 
 Exit status: 0 clean, 1 at least one verification mismatch (a lost or wrong answer),
-2 other errors (timeouts, refused calls, dropped connections), 64 bad usage.
+2 other errors (timeouts, refused calls, dropped connections), 64 bad usage, 130 interrupted
+(Ctrl-C: no more questionnaires start, those in flight finish; a second Ctrl-C stops at once).
 
 The implementation lives in clients/bots_plan.py (questionnaires, answers, the verifier),
 clients/bots_run.py (bots and agent loops) and clients/bots_stats.py (figures and report).
@@ -19,7 +20,9 @@ clients/bots_run.py (bots and agent loops) and clients/bots_stats.py (figures an
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
+import signal
 import sys
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
@@ -31,6 +34,9 @@ MAX_SESSIONS = 100_000
 EXIT_VERIFY = 1
 EXIT_ERRORS = 2
 EXIT_USAGE = 64
+EXIT_INTERRUPTED = 130  # as a shell reports a process stopped by Ctrl-C
+# How the parent passes Ctrl-C on to its load processes (which ignore SIGINT).
+_WORKER_STOP = signal.SIGUSR1
 
 _EPILOG = """\
 examples:
@@ -46,7 +52,11 @@ others); that needs brokers sharing one Redis store.
 
 Before any load, each broker's /readyz is asked once: when none answers, nothing starts.
 
-exit status: 0 clean, 1 verification mismatch, 2 other errors (or no broker answers), 64 bad usage
+Ctrl-C starts no more questionnaires and lets those in flight finish; a second stops at
+once. The figures so far are reported either way.
+
+exit status: 0 clean, 1 verification mismatch, 2 other errors (or no broker answers),
+64 bad usage, 130 interrupted
 """
 
 
@@ -114,6 +124,19 @@ def configure(parser: argparse.ArgumentParser) -> None:
     add("--json", action="store_true", help="print the final figures as JSON on stdout")
     add("--progress", action="store_true", help="show the progress line even when stderr is not a terminal")
     add("--allow-remote", action="store_true", help="allow broker URLs other than localhost")
+
+
+def _say_interrupted(presses: int) -> None:
+    if presses == 1:
+        print(
+            ("\n" if sys.stderr.isatty() else "")
+            + "qbroker bots: interrupted: no more questionnaires start; those in flight finish"
+            " (Ctrl-C again to stop at once)",
+            file=sys.stderr,
+            flush=True,
+        )
+    elif presses == 2:
+        print("qbroker bots: stopping at once", file=sys.stderr, flush=True)
 
 
 def _fail(message: str) -> int:
@@ -276,12 +299,15 @@ def run(args: argparse.Namespace) -> int:
     show_progress = args.progress or sys.stderr.isatty()
     stats = _run_processes(options_for, processes, show_progress, args)
     report = stats.report(config)
+    report["interrupted"] = interrupted = stats.counters["interrupts"] > 0
     if args.json:
         import json
 
         print(json.dumps(report, indent=2, ensure_ascii=False))
     else:
         print(stats.table(config))
+        if interrupted:
+            print("  interrupted (Ctrl-C): the figures are of what ran until then")
     if len(urls) > 1 and report["questionnaires"]["unavailable"]:
         # Each session's agent calls go to one broker and its bots to another: brokers that
         # do not share a store never see each other's clients.
@@ -293,6 +319,8 @@ def run(args: argparse.Namespace) -> int:
         )
     if report["verify_errors"]:
         return EXIT_VERIFY
+    if interrupted:
+        return EXIT_INTERRUPTED
     return EXIT_ERRORS if report["error_total"] else 0
 
 
@@ -353,7 +381,12 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
             )
 
         try:
-            stats = run_load(options_for(0), tick if show_progress else None)
+            stats = run_load(
+                options_for(0),
+                tick if show_progress else None,
+                stop_signal=signal.SIGINT,
+                on_interrupt=_say_interrupted,
+            )
             progress.show(
                 stats.done,
                 stats.counters["verified"],
@@ -377,6 +410,15 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
     ]
     for worker in workers:
         worker.start()
+
+    def forward(signum: int, frame: object) -> None:
+        _say_interrupted(next(presses))
+        for worker in workers:
+            if worker.pid is not None and worker.is_alive():
+                os.kill(worker.pid, _WORKER_STOP)
+
+    presses = itertools.count(1)
+    previous = signal.signal(signal.SIGINT, forward)
     merged = Stats()
     received = 0
     hard_deadline = time.monotonic() + args.duration + args.timeout + 120.0
@@ -395,6 +437,7 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
         totals = [sum(arr[k] for arr in shared) for k in range(4)]
         progress.show(int(totals[0]), int(totals[1]), int(totals[2]), int(totals[3]), force=True)
     finally:
+        signal.signal(signal.SIGINT, previous)
         progress.finish()
         for worker in workers:
             worker.join(timeout=5)
@@ -416,8 +459,11 @@ def _worker(index: int, opts: Any, shared: Any, results: Any) -> None:
         shared[2] = stats.error_total
         shared[3] = stats.counters["frames_in"] + stats.counters["frames_out"]
 
+    # Ctrl-C reaches the parent, which passes it on as _WORKER_STOP (a terminal sends it to
+    # every process of the group: counted here as well, one press would count as two).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     try:
-        stats = run_load(opts, tick)
+        stats = run_load(opts, tick, stop_signal=_WORKER_STOP)
     except Exception as exc:  # noqa: BLE001 - report it as an error figure, never hang the parent
         stats = Stats()
         stats.error(f"exception_{type(exc).__name__}", f"load process {index}: {exc!r}")

@@ -717,8 +717,42 @@ class LoadRun:
         self.budget = Budget(opts.count, time.monotonic() + opts.duration)
         self.connect_slots = asyncio.Semaphore(CONNECT_CONCURRENCY)
         self.tls = ssl.create_default_context()  # shared: building one per client is costly
+        self._sessions: list[asyncio.Task[None]] = []
 
-    async def run(self, progress: Callable[[Stats], None] | None = None, interval: float = 0.25) -> Stats:
+    def interrupt(self) -> None:
+        """Ctrl-C: the first starts no more questionnaires and lets those in flight finish,
+        the second stops at once. Either way the figures gathered so far are reported."""
+        self.stats.count("interrupts")
+        self.budget.left = 0
+        if self.stats.counters["interrupts"] > 1:
+            for task in self._sessions:
+                task.cancel()
+
+    async def run(
+        self,
+        progress: Callable[[Stats], None] | None = None,
+        interval: float = 0.25,
+        stop_signal: int | None = None,
+        on_interrupt: Callable[[int], None] | None = None,
+    ) -> Stats:
+        """Run every session; ``stop_signal`` (SIGINT, or the parent's signal to a load process)
+        calls ``interrupt``, then ``on_interrupt`` with how many there were."""
+        loop = asyncio.get_running_loop()
+
+        def interrupted() -> None:
+            self.interrupt()
+            if on_interrupt is not None:
+                on_interrupt(self.stats.counters["interrupts"])
+
+        if stop_signal is not None:
+            loop.add_signal_handler(stop_signal, interrupted)
+        try:
+            return await self._run(progress, interval)
+        finally:
+            if stop_signal is not None:
+                loop.remove_signal_handler(stop_signal)
+
+    async def _run(self, progress: Callable[[Stats], None] | None, interval: float) -> Stats:
         opts = self.opts
         cpu0 = time.process_time()
         sessions = [Session(self, i, sid) for i, sid in enumerate(opts.session_ids)]
@@ -735,7 +769,7 @@ class LoadRun:
                 self.budget.deadline = time.monotonic() + opts.duration
                 go.set()
 
-        tasks = [asyncio.create_task(s.run_session(ready, go)) for s in sessions]
+        tasks = self._sessions = [asyncio.create_task(s.run_session(ready, go)) for s in sessions]
         reporter = asyncio.create_task(self._report(progress, interval)) if progress else None
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(go.wait(), opts.connect_timeout + 5.0)
@@ -745,6 +779,8 @@ class LoadRun:
             task.cancel()
             self.stats.error("run_timeout", "a session did not finish within the run's deadline")
         for task in done:
+            if task.cancelled():
+                continue  # stopped at once (a second Ctrl-C)
             exc = task.exception()
             if exc is not None:
                 self.stats.error(f"exception_{type(exc).__name__}", repr(exc))
@@ -766,8 +802,14 @@ class LoadRun:
             await asyncio.sleep(interval)
 
 
-def run_load(opts: Options, progress: Callable[[Stats], None] | None = None) -> Stats:
-    """Run one process's share of the load on a fresh event loop (uvloop when installed)."""
+def run_load(
+    opts: Options,
+    progress: Callable[[Stats], None] | None = None,
+    stop_signal: int | None = None,
+    on_interrupt: Callable[[int], None] | None = None,
+) -> Stats:
+    """Run one process's share of the load on a fresh event loop (uvloop when installed);
+    ``stop_signal`` and ``on_interrupt``: see ``LoadRun.run``."""
     try:
         import uvloop
 
@@ -775,4 +817,4 @@ def run_load(opts: Options, progress: Callable[[Stats], None] | None = None) -> 
     except ImportError:  # pragma: no cover - uvicorn[standard] brings it
         factory = None
     with asyncio.Runner(loop_factory=factory) as runner:
-        return runner.run(LoadRun(opts).run(progress))
+        return runner.run(LoadRun(opts).run(progress, stop_signal=stop_signal, on_interrupt=on_interrupt))

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -155,6 +158,81 @@ def test_brokers_that_share_no_store_are_named_as_the_likely_cause() -> None:
     assert code == 1
     assert report["questionnaires"]["unavailable"] == 2 and report["verify_errors"] > 0
     assert "do these brokers share one Redis store?" in err
+
+
+def _bots_process(*args: str) -> subprocess.Popen[str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env["QBROKER_SECRET"] = TEST_SECRET
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    return subprocess.Popen(
+        [sys.executable, "-m", "broker.cli", "bots", "--json", "--progress", *args],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+        cwd=str(REPO_ROOT),
+        start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
+    )
+
+
+def _after_first_completions(process: subprocess.Popen[str], within: float = 30.0) -> None:
+    """Wait until the progress line shows completed questionnaires."""
+    assert process.stderr is not None
+    deadline = time.monotonic() + within
+    while time.monotonic() < deadline:
+        line = process.stderr.readline()
+        if re.search(r"done [1-9]", line):
+            return
+        assert line or process.poll() is None, "the bots ended before completing anything"
+    pytest.fail("no questionnaire completed in time")
+
+
+@pytest.mark.parametrize("processes", [1, 2])
+def test_ctrl_c_finishes_what_is_in_flight_and_reports(processes: int) -> None:
+    """One Ctrl-C (SIGINT to the whole process group, as a terminal sends it): no more
+    questionnaires start, those in flight finish and verify, the figures are printed, and
+    the exit status says it was interrupted."""
+    with broker(log_level="warning") as b:
+        bots = _bots_process(
+            "--url", b.url, "--sessions", "4", "--processes", str(processes), "--duration", "120",
+            "--count", "100000", "--think-time", "100-200",
+        )  # fmt: skip
+        try:
+            _after_first_completions(bots)
+            os.killpg(bots.pid, signal.SIGINT)
+            stopped = time.monotonic()
+            out, err = bots.communicate(timeout=30)
+        finally:
+            if bots.poll() is None:
+                bots.kill()
+        took = time.monotonic() - stopped
+    assert bots.returncode == 130, err
+    report = json.loads(out)
+    assert report["interrupted"] is True
+    done = report["questionnaires"]
+    assert done["done"] > 0 and done["verified"] == done["done"], report
+    assert report["errors"] == {}, report["error_samples"]
+    assert "no more questionnaires start" in err and "stopping at once" not in err  # one press, once
+    assert took < 15, took  # a questionnaire in flight needs ~1 s at this pace, not the --duration
+
+
+def test_a_second_ctrl_c_stops_at_once() -> None:
+    with broker(log_level="warning") as b:
+        bots = _bots_process(
+            "--url", b.url, "--sessions", "2", "--duration", "120", "--count", "100000", "--think-time", "100-200",
+        )  # fmt: skip
+        try:
+            _after_first_completions(bots)
+            bots.send_signal(signal.SIGINT)
+            time.sleep(0.05)
+            bots.send_signal(signal.SIGINT)
+            out, err = bots.communicate(timeout=30)
+        finally:
+            if bots.poll() is None:
+                bots.kill()
+    assert bots.returncode == 130, err
+    assert json.loads(out)["interrupted"] is True
+    assert "stopping at once" in err
 
 
 def test_bots_stop_at_once_when_no_broker_answers() -> None:
