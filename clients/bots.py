@@ -317,6 +317,13 @@ def run(args: argparse.Namespace) -> int:
             " do these brokers share one Redis store? Several --url need that.",
             file=sys.stderr,
         )
+    if any("rate limit exceeded" in sample for sample in report["error_samples"]):
+        print(
+            "qbroker bots: the broker closed bots for sending too fast (its per-connection rate"
+            " limit, QBROKER_RATE_LIMIT/QBROKER_RATE_BURST): raise --think-time, or lift the"
+            " limit on the broker for this test.",
+            file=sys.stderr,
+        )
     if report["verify_errors"]:
         return EXIT_VERIFY
     if interrupted:

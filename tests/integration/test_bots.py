@@ -235,6 +235,13 @@ def test_a_second_ctrl_c_stops_at_once() -> None:
     assert "stopping at once" in err
 
 
+def test_a_rate_limited_run_says_which_limit_and_how_to_lift_it() -> None:
+    with broker(log_level="warning", rate_limit=5, rate_burst=5) as b:
+        code, report, err = run_bots("--url", b.url, "--sessions", "1", "--count", "10", "--think-time", "0")
+    assert code == 2 and report["errors"].get("close_1008")
+    assert "QBROKER_RATE_LIMIT" in err and "--think-time" in err
+
+
 def test_bots_stop_at_once_when_no_broker_answers() -> None:
     code, report, err = run_bots("--url", f"http://127.0.0.1:{free_port()}", "--count", "1", timeout=30)
     assert code == 2 and report == {}
