@@ -194,6 +194,27 @@ def probe_brokers(urls: list[str], timeout: float = 5.0) -> tuple[bool, list[str
     return reachable, warnings
 
 
+def likely_causes(report: dict[str, Any], urls: list[str]) -> list[str]:
+    """What the operator most likely got wrong, when the figures show a known symptom."""
+    causes = []
+    unavailable = report["questionnaires"]["unavailable"]
+    if len(urls) > 1 and unavailable:
+        # Each session's agent calls go to one broker and its bots to another: brokers that
+        # do not share a store never see each other's clients.
+        causes.append(
+            f"{unavailable} questionnaires ended 'unavailable' (no client connected to their"
+            " session anywhere), though the bots were connected: do these brokers share one"
+            " Redis store? Several --url need that."
+        )
+    if any("rate limit exceeded" in sample for sample in report["error_samples"]):
+        causes.append(
+            "the broker closed bots for sending too fast (its per-connection rate limit,"
+            " QBROKER_RATE_LIMIT/QBROKER_RATE_BURST): raise --think-time, or lift the limit on"
+            " the broker for this test."
+        )
+    return causes
+
+
 def split_urls(values: list[str] | None) -> list[str]:
     raw = values or [os.environ.get("QBROKER_URL") or "http://127.0.0.1:8700"]
     urls = [u.strip().rstrip("/") for value in raw for u in value.split(",") if u.strip()]
@@ -297,7 +318,11 @@ def run(args: argparse.Namespace) -> int:
         "seed": seed,
     }
     show_progress = args.progress or sys.stderr.isatty()
-    stats = _run_processes(options_for, processes, show_progress, args)
+    try:
+        stats = _run_processes(options_for, processes, show_progress, args)
+    except KeyboardInterrupt:  # before the load's own handler was in place
+        print("\nqbroker bots: interrupted before the load started", file=sys.stderr)
+        return EXIT_INTERRUPTED
     report = stats.report(config)
     report["interrupted"] = interrupted = stats.counters["interrupts"] > 0
     if args.json:
@@ -308,22 +333,8 @@ def run(args: argparse.Namespace) -> int:
         print(stats.table(config))
         if interrupted:
             print("  interrupted (Ctrl-C): the figures are of what ran until then")
-    if len(urls) > 1 and report["questionnaires"]["unavailable"]:
-        # Each session's agent calls go to one broker and its bots to another: brokers that
-        # do not share a store never see each other's clients.
-        print(
-            f"qbroker bots: {report['questionnaires']['unavailable']} questionnaires ended 'unavailable'"
-            " (no client connected to their session anywhere), though the bots were connected:"
-            " do these brokers share one Redis store? Several --url need that.",
-            file=sys.stderr,
-        )
-    if any("rate limit exceeded" in sample for sample in report["error_samples"]):
-        print(
-            "qbroker bots: the broker closed bots for sending too fast (its per-connection rate"
-            " limit, QBROKER_RATE_LIMIT/QBROKER_RATE_BURST): raise --think-time, or lift the"
-            " limit on the broker for this test.",
-            file=sys.stderr,
-        )
+    for cause in likely_causes(report, urls):
+        print(f"qbroker bots: {cause}", file=sys.stderr)
     if report["verify_errors"]:
         return EXIT_VERIFY
     if interrupted:
@@ -415,6 +426,10 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
     workers = [
         ctx.Process(target=_worker, args=(i, options_for(i), shared[i], results), daemon=True) for i in range(processes)
     ]
+    # The load processes ignore SIGINT (from the fork on): Ctrl-C reaches the parent, which
+    # passes it on as _WORKER_STOP. A terminal sends SIGINT to every process of the group,
+    # so one press would otherwise count twice in each of them.
+    previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     for worker in workers:
         worker.start()
 
@@ -425,7 +440,7 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
                 os.kill(worker.pid, _WORKER_STOP)
 
     presses = itertools.count(1)
-    previous = signal.signal(signal.SIGINT, forward)
+    signal.signal(signal.SIGINT, forward)
     merged = Stats()
     received = 0
     hard_deadline = time.monotonic() + args.duration + args.timeout + 120.0
@@ -466,10 +481,7 @@ def _worker(index: int, opts: Any, shared: Any, results: Any) -> None:
         shared[2] = stats.error_total
         shared[3] = stats.counters["frames_in"] + stats.counters["frames_out"]
 
-    # Ctrl-C reaches the parent, which passes it on as _WORKER_STOP (a terminal sends it to
-    # every process of the group: counted here as well, one press would count as two).
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    try:
+    try:  # (SIGINT is ignored here: see _run_processes)
         stats = run_load(opts, tick, stop_signal=_WORKER_STOP)
     except Exception as exc:  # noqa: BLE001 - report it as an error figure, never hang the parent
         stats = Stats()
