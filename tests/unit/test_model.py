@@ -228,7 +228,7 @@ def test_question_texts_at_exactly_their_limit_are_accepted(
     key: str, limit: int, read: Callable[[Question], str]
 ) -> None:
     text = "t" * limit
-    assert read(first_question(single("q", **{key: text}))) == text
+    assert read(first_question(single("q", **{key: text}))) == text  # type: ignore[arg-type]
 
 
 @pytest.mark.parametrize(("key", "limit"), [("label", MAX_LABEL), ("description", MAX_DESCRIPTION)])
@@ -392,7 +392,7 @@ REJECTIONS: list[Any] = [
     pytest.param({"action": "start", "questions": []}, ["1-20 questions, got 0"], id="zero questions"),
     pytest.param({"action": "start", "questions": [single(f"q{i}") for i in range(21)]}, ["1-20 questions, got 21"], id="21 questions"),
     # question shape
-    pytest.param(start_payload("q"), ["question 1 must be an object"], id="question not an object"),
+    pytest.param(start_payload("q"), ["question 1 must be an object"], id="question not an object"),  # type: ignore[arg-type]
     pytest.param({"action": "start", "questions": [single("q1"), 7]}, ["question 2 must be an object"], id="second question not an object"),
     pytest.param(_question_without("id"), ['question 1: "id" is required'], id="question id missing"),
     pytest.param(start_payload(single(5)), ['question 1: "id" must be a string'], id="question id not a string"),  # type: ignore[arg-type]
