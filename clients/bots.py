@@ -185,7 +185,13 @@ def probe_brokers(urls: list[str], timeout: float = 5.0) -> tuple[bool, list[str
             try:
                 response = client.get(url.rstrip("/") + "/readyz")
             except httpx.HTTPError as exc:
-                warnings.append(f"cannot reach the broker at {url}: {exc or type(exc).__name__} (is it running?)")
+                said = str(exc) or type(exc).__name__
+                hint = (
+                    "a private CA? point SSL_CERT_FILE at its certificate"
+                    if "CERTIFICATE_VERIFY_FAILED" in said
+                    else "is it running?"
+                )
+                warnings.append(f"cannot reach the broker at {url}: {said} ({hint})")
                 continue
             reachable = True
             if response.status_code != 200:

@@ -10,10 +10,14 @@ from __future__ import annotations
 import contextlib
 import copy
 import random
+import shutil
 import socket
+import ssl
+import subprocess
 import threading
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -23,6 +27,7 @@ from broker.model import parse_tool_input
 from clients.bots import check_url, parse_think, probe_brokers, split_urls
 from clients.bots_plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
 from clients.bots_stats import Samples, Stats, percentile
+from tests.support import need
 
 NOW = 1_700_000_000.0
 
@@ -206,8 +211,8 @@ def test_urls_may_be_repeated_or_comma_separated() -> None:
 
 
 @contextlib.contextmanager
-def _readyz(status: int, body: bytes) -> Iterator[str]:
-    """A local HTTP server whose every GET answers ``status`` with ``body``; yields its URL."""
+def _readyz(status: int, body: bytes, tls: ssl.SSLContext | None = None) -> Iterator[str]:
+    """A local HTTP(S) server whose every GET answers ``status`` with ``body``; yields its URL."""
 
     class Handler(BaseHTTPRequestHandler):
         def do_GET(self) -> None:  # noqa: N802 - the stdlib's name
@@ -220,10 +225,12 @@ def _readyz(status: int, body: bytes) -> Iterator[str]:
             pass
 
     server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    if tls is not None:
+        server.socket = tls.wrap_socket(server.socket, server_side=True)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        yield f"{'https' if tls else 'http'}://127.0.0.1:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()
@@ -258,6 +265,29 @@ def test_the_probe_refuses_only_when_no_broker_answers() -> None:
             == f'the broker at {busy} is not ready (/readyz: 503 {{"error": {{"code": "store_unavailable"}}}})'
         )
         assert probe_brokers([busy], timeout=2) == (True, warnings[1:])  # it answers: not a refusal
+
+
+def test_a_certificate_the_bots_cannot_verify_names_ssl_cert_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A load balancer with a self-signed (or private-CA) certificate: the probe says how to
+    trust it, and with SSL_CERT_FILE pointing at it the broker is reachable."""
+    need(shutil.which("openssl") is not None, "openssl is not installed")
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    subprocess.run(
+        ["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "1", "-subj", "/CN=localhost",
+         "-addext", "subjectAltName=IP:127.0.0.1", "-keyout", str(key), "-out", str(cert)],
+        check=True, capture_output=True, timeout=60,
+    )  # fmt: skip
+    tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    tls.load_cert_chain(cert, key)
+    monkeypatch.delenv("SSL_CERT_FILE", raising=False)
+    with _readyz(200, b'{"status": "ready"}', tls) as url:
+        reachable, warnings = probe_brokers([url], timeout=5)
+        assert not reachable
+        assert "CERTIFICATE_VERIFY_FAILED" in warnings[0] and "SSL_CERT_FILE" in warnings[0]
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        assert probe_brokers([url], timeout=5) == (True, [])
 
 
 def test_think_time_is_a_value_or_a_range() -> None:
