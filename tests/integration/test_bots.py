@@ -175,16 +175,20 @@ def _bots_process(*args: str) -> subprocess.Popen[str]:
     )
 
 
-def _after_first_completions(process: subprocess.Popen[str], within: float = 30.0) -> None:
-    """Wait until the progress line shows completed questionnaires."""
+def _await_stderr(process: subprocess.Popen[str], pattern: str, within: float = 30.0) -> None:
+    """Read the bots' stderr (the progress lines, the messages) until a line matches."""
     assert process.stderr is not None
     deadline = time.monotonic() + within
     while time.monotonic() < deadline:
         line = process.stderr.readline()
-        if re.search(r"done [1-9]", line):
+        if re.search(pattern, line):
             return
-        assert line or process.poll() is None, "the bots ended before completing anything"
-    pytest.fail("no questionnaire completed in time")
+        assert line or process.poll() is None, f"the bots ended before printing {pattern!r}"
+    pytest.fail(f"the bots did not print {pattern!r} in time")
+
+
+def _after_first_completions(process: subprocess.Popen[str]) -> None:
+    _await_stderr(process, r"done [1-9]")
 
 
 @pytest.mark.parametrize("processes", [1, 2])
@@ -224,7 +228,8 @@ def test_a_second_ctrl_c_stops_at_once() -> None:
         try:
             _after_first_completions(bots)
             bots.send_signal(signal.SIGINT)
-            time.sleep(0.05)
+            # The second only once the first was taken: two pending SIGINTs would merge into one.
+            _await_stderr(bots, "interrupted: no more questionnaires start")
             bots.send_signal(signal.SIGINT)
             out, err = bots.communicate(timeout=30)
         finally:

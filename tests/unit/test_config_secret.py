@@ -51,7 +51,9 @@ def test_processes_starting_at_once_share_one_secret(tmp_path: Path) -> None:
     """As two brokers started together on a fresh data dir (one used to fail: 'File exists')."""
     code = (
         "import sys, time; from pathlib import Path; from broker.config import Config\n"
-        "while not Path(sys.argv[2]).exists(): time.sleep(0.001)\n"  # all start on one signal
+        "deadline = time.monotonic() + 30\n"
+        "while not Path(sys.argv[2]).exists() and time.monotonic() < deadline:\n"
+        "    time.sleep(0.001)\n"  # a barrier: every child waits for the same file, then races
         "print(Config(data_dir=Path(sys.argv[1])).secret_or_file())\n"
     )
     go = tmp_path / "go"
