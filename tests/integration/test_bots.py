@@ -24,16 +24,21 @@ from tests.support import REPO_ROOT, TEST_SECRET, BrokerProcess, broker, broker_
 LATENCIES = ("start_to_first_question", "answer_to_next_question", "questionnaire")
 
 
-def run_bots(*args: str, timeout: float = 120.0) -> tuple[int, dict[str, Any], str]:
+def bots_env(**settings: str) -> dict[str, str]:
+    """The environment of a bots process: none of ours but ``settings`` (and a trace switch)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_") or k == "QBROKER_BOTS_TRACE"}
-    env["QBROKER_SECRET"] = TEST_SECRET
     env["PYTHONPATH"] = str(REPO_ROOT) + os.pathsep + env.get("PYTHONPATH", "")
+    env.update(settings)
+    return env
+
+
+def run_bots(*args: str, timeout: float = 120.0) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run(
         [sys.executable, "-m", "broker.cli", "bots", "--json", "--seed", "42", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
-        env=env,
+        env=bots_env(QBROKER_SECRET=TEST_SECRET),
         cwd=str(REPO_ROOT),
     )
     try:
@@ -161,15 +166,12 @@ def test_brokers_that_share_no_store_are_named_as_the_likely_cause() -> None:
 
 
 def _bots_process(*args: str) -> subprocess.Popen[str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
-    env["QBROKER_SECRET"] = TEST_SECRET
-    env["PYTHONPATH"] = str(REPO_ROOT)
     return subprocess.Popen(
         [sys.executable, "-m", "broker.cli", "bots", "--json", "--progress", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        env=env,
+        env=bots_env(QBROKER_SECRET=TEST_SECRET),
         cwd=str(REPO_ROOT),
         start_new_session=True,  # its own process group, as a terminal's Ctrl-C reaches it
     )
@@ -255,15 +257,12 @@ def test_bots_stop_at_once_when_no_broker_answers() -> None:
 
 def _bots_without_secret(data_dir: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``qbroker bots`` with no secret given: no --secret, no QBROKER_SECRET."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
-    env["PYTHONPATH"] = str(REPO_ROOT)
-    env["QBROKER_DATA_DIR"] = data_dir
     return subprocess.run(
         [sys.executable, "-m", "broker.cli", "bots", *args],
         capture_output=True,
         text=True,
         timeout=120,
-        env=env,
+        env=bots_env(QBROKER_DATA_DIR=data_dir),
         cwd=str(REPO_ROOT),
     )
 
