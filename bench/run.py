@@ -335,6 +335,10 @@ def run_bots(urls: list[str], pids: list[int], args: list[str], timeout: float) 
     except subprocess.TimeoutExpired:
         process.kill()
         stdout, _ = process.communicate()
+    finally:
+        if process.poll() is None:  # interrupted: no load left running behind the bench
+            process.kill()
+            process.wait(10)
     done.set()
     sampler.join(2)
     reader.join(2)
@@ -1174,4 +1178,8 @@ def _plain(results: dict[str, Any]) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except KeyboardInterrupt:  # its brokers, servers and bots were stopped on the way out
+        print("\n[bench] interrupted: nothing recorded", file=sys.stderr)
+        sys.exit(130)
