@@ -65,7 +65,7 @@ def install_probes(dump_to: Path) -> None:
     import asyncio
     import importlib
 
-    from broker import service
+    from broker import machine
 
     clock = time.perf_counter_ns
     stamps: dict[str, int] = {}
@@ -88,14 +88,14 @@ def install_probes(dump_to: Path) -> None:
 
     for label, module_name, class_name, name in POINTS:
         if label == "state machine done":
-            apply = service.machine.apply
+            apply = machine.apply  # (the module broker.service calls it through)
 
             def applied(*args: Any, _apply: Any = apply, **kwargs: Any) -> Any:
                 state = _apply(*args, **kwargs)
                 stamps["state machine done"] = clock()
                 return state
 
-            service.machine.apply = applied  # type: ignore[assignment]
+            setattr(machine, "apply", applied)  # (patched where the broker looks it up)
         elif label == "commit returned":
             store_class = _store_class()
             commit = store_class.commit
@@ -105,7 +105,7 @@ def install_probes(dump_to: Path) -> None:
                 stamps["commit returned"] = clock()
                 return written
 
-            store_class.commit = committed  # type: ignore[method-assign]
+            setattr(store_class, "commit", committed)  # (patched where the broker looks it up)
         elif label == "frame written":
             owner = getattr(importlib.import_module(str(module_name)), str(class_name))
 
@@ -133,7 +133,7 @@ def install_probes(dump_to: Path) -> None:
     signal.signal(signal.SIGUSR1, dump)
 
 
-def _store_class() -> type:
+def _store_class() -> type[Any]:
     """The store class the broker will use: Redis when it is given a Redis URL."""
     from broker.store.memory import MemoryStore
     from broker.store.redis import RedisStore
