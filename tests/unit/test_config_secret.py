@@ -49,26 +49,33 @@ def test_threads_starting_at_once_share_one_secret(tmp_path: Path) -> None:
 
 def test_processes_starting_at_once_share_one_secret(tmp_path: Path) -> None:
     """As two brokers started together on a fresh data dir (one used to fail: 'File exists')."""
+    # A barrier without polling: each child says it is ready, then blocks reading a pipe
+    # whose write end the parent closes once all are ready, releasing them together.
     code = (
-        "import sys, time; from pathlib import Path; from broker.config import Config\n"
-        "deadline = time.monotonic() + 30\n"
-        "while not Path(sys.argv[2]).exists() and time.monotonic() < deadline:\n"
-        "    time.sleep(0.001)\n"  # a barrier: every child waits for the same file, then races
+        "import os, sys; from pathlib import Path; from broker.config import Config\n"
+        "print('ready', flush=True)\n"
+        "os.read(int(sys.argv[2]), 1)\n"
         "print(Config(data_dir=Path(sys.argv[1])).secret_or_file())\n"
     )
-    go = tmp_path / "go"
+    release, hold = os.pipe()
     env = {**os.environ, "PYTHONPATH": str(REPO_ROOT)}
-    children = [
-        subprocess.Popen(
-            [sys.executable, "-c", code, str(tmp_path / "data"), str(go)],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            env=env,
-        )
-        for _ in range(8)
-    ]
-    go.touch()
+    try:
+        children = [
+            subprocess.Popen(
+                [sys.executable, "-c", code, str(tmp_path / "data"), str(release)],
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                text=True,
+                env=env,
+                pass_fds=(release,),
+            )
+            for _ in range(8)
+        ]
+        for child in children:
+            assert child.stdout is not None and child.stdout.readline().strip() == "ready"
+    finally:
+        os.close(release)
+        os.close(hold)  # every child's read returns now
     outputs = [child.communicate(timeout=60) for child in children]
     assert all(child.returncode == 0 for child in children), [err for _, err in outputs]
     assert len({out.strip() for out, _ in outputs}) == 1
