@@ -1050,6 +1050,22 @@ broker on any machine (see "Which machine").
   can (a "sync" wake-up), so Redis started only once the broker slept; and that VM's
   kernel halts an idle vCPU at once (`haltpoll.guest_halt_poll_ns=0` in /proc/cmdline), so
   waking one costs the hypervisor's round trip.
+  Where the processes run matters more than any of that. On a fourth VM, an AMD EPYC
+  (family 26), the evening of 2026-12-03, `bench/answer_path.py --store redis` with the
+  clients' broker and redis-server pinned (`taskset`) to different cores gave a "commit
+  returned" stage of ~160 us, against 70-100 us with both on one core or left to the
+  scheduler (which mostly keeps them together). Three more things were tried there and
+  not kept, none of them moving the figure out of the run-to-run noise (consecutive
+  30-second runs of the same code differ by up to 25%): the broker spinning (polling its
+  socket, up to 150 us) for the script's reply instead of sleeping, which only moved Redis
+  to the other core; a slimmer script for answers that do not end a questionnaire (no
+  notice building, no queue and counter PEXPIREs), 23 -> 17 us inside Redis called alone
+  every 200 us, but the same 22-32 us per call in `bench/answer_path.py`; and compiling six
+  of the broker's modules (machine, ws, ws_frames, service, the memory store, records) with
+  mypyc: 14.6% fewer instructions per questionnaire on the memory store (1,058,661 ->
+  904,504) and 13% fewer in the Redis clients' broker (1,118,593 -> 972,190), yet one full
+  run showed nothing the noise did not, and it would need a C compiler at install time and
+  stop `bench/answer_path.py` (and tests) patching the compiled classes.
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
   - *latency*: {back_to_back} questionnaires of 3 questions in {rounds} rounds, one
