@@ -302,7 +302,7 @@ class Broker:
             return await self._wait(hub, questionnaire_id, wait, None, hub.wake)
         finally:
             hub.waiters -= 1
-            await self._release(hub)
+            self._release(hub)
 
     async def _write_and_wait(
         self, session_id: str, write: Callable[[], Awaitable[Questionnaire]], wait: float
@@ -318,7 +318,7 @@ class Broker:
             return await self._wait(hub, state.id, wait, state, wake)
         finally:
             hub.waiters -= 1
-            await self._release(hub)
+            self._release(hub)
 
     async def _wait(
         self, hub: SessionHub, questionnaire_id: str, wait: float, state: Questionnaire | None, wake: Wake
@@ -401,7 +401,7 @@ class Broker:
         finally:
             hub.joining -= 1
             if connection.client_id not in hub.clients:
-                await self._release(hub)  # the join failed (store unavailable): drop an empty hub
+                self._release(hub)  # the join failed (store unavailable): drop an empty hub
         self.metrics.connections.inc()
         log.info("client joined", extra={"session": connection.session_id, "client": connection.client_id})
 
@@ -414,7 +414,7 @@ class Broker:
             await self.store.leave(connection.session_id, connection.client_id, self.clock())
         if not hub.clients:
             hub.poke()  # waiting agent calls recompute when nobody-is-there runs out
-        await self._release(hub)
+        self._release(hub)
         log.info("client left", extra={"session": connection.session_id, "client": connection.client_id})
 
     async def command(self, connection: Connection, frame: frames.CommandFrame) -> None:
@@ -675,7 +675,7 @@ class Broker:
         await self.store.subscribe(hub.session_id, outcomes_only=kind == OUTCOMES_ONLY)
         hub.confirmed.add(kind)
 
-    async def _release(self, hub: SessionHub) -> None:
+    def _release(self, hub: SessionHub) -> None:
         """Note that ``hub`` lost its last client or waiter; the reconcile loop drops it later.
 
         Lingering keeps the subscription across the gaps between one agent call and the
