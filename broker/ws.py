@@ -407,10 +407,7 @@ class ClientConnection:
             self.working = False
             self.worker = None
             if self.gone and self.joined:
-                # As lost() does when no worker runs. (Not awaited here: a coroutine that
-                # suspends inside a finally block loses track of the exception being
-                # handled when compiled by mypyc, and may raise another's: setup.py.)
-                _in_background(self._leave())
+                await self._leave()
 
     async def _hello(self, payload: str | bytes) -> None:
         broker = self.broker
