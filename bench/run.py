@@ -1062,10 +1062,20 @@ broker on any machine (see "Which machine").
   notice building, no queue and counter PEXPIREs), 23 -> 17 us inside Redis called alone
   every 200 us, but the same 22-32 us per call in `bench/answer_path.py`; and compiling six
   of the broker's modules (machine, ws, ws_frames, service, the memory store, records) with
-  mypyc: 14.6% fewer instructions per questionnaire on the memory store (1,058,661 ->
-  904,504) and 13% fewer in the Redis clients' broker (1,118,593 -> 972,190), yet one full
-  run showed nothing the noise did not, and it would need a C compiler at install time and
-  stop `bench/answer_path.py` (and tests) patching the compiled classes.
+  mypyc (an opt-in `QBROKER_COMPILE=1` build, written, then taken out again). It cut 14.6% of
+  the instructions per questionnaire on the memory store (1,058,661 -> 904,504), 13% in the
+  Redis clients' broker (1,118,593 -> 972,190), and the memory broker's CPU per
+  questionnaire to 198-259 us (275-358 us pure). Five full runs of it gave the Redis answer
+  p50 at 2.4x-2.6x (four pure runs that evening: 2.6x-2.9x), but the memory answer p50 at
+  1.4x-1.6x, missed in three (pure: 1.3x-1.51x). Run in turns against the pure broker
+  (`qbroker bots`, one session, 300 questionnaires a run), the compiled memory broker was the
+  slower to show a started questionnaire in all 8 pairs run with `service` among the
+  compiled modules (by 13-93 us), and in 4 of 7 without it; on Redis its answers were the
+  slower in 2 of 3 pairs.
+  Less CPU, then, but no lower latency that the noise let show, for a C compiler at install
+  time, classes the tests and `bench/answer_path.py` can no longer patch, and one real
+  difference found by the fault tests: with coroutines suspended inside `finally` blocks, a
+  websocket worker's task ended with an agent call's exception (its traceback and all).
 - **qbroker** on the memory store (one broker) and on Redis (two brokers: each session's
   agent calls go to one, its bots connect to the other), driven by `qbroker bots`:
   - *latency*: {back_to_back} questionnaires of 3 questions in {rounds} rounds, one
