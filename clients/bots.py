@@ -438,6 +438,7 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
     previous = signal.signal(signal.SIGINT, signal.SIG_IGN)
     for worker in workers:
         worker.start()
+    presses = itertools.count(1)
 
     def forward(signum: int, frame: object) -> None:
         _say_interrupted(next(presses))
@@ -445,7 +446,6 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
             if worker.pid is not None and worker.is_alive():
                 os.kill(worker.pid, _WORKER_STOP)
 
-    presses = itertools.count(1)
     signal.signal(signal.SIGINT, forward)
     merged = Stats()
     received = 0
