@@ -1125,7 +1125,11 @@ broker on any machine (see "Which machine").
   agent's broker, 1.17 M in the clients') for the code of those runs, and 1.06 M and
   1.83 M (0.71 M + 1.12 M) after five cuts the same day, on the AMD VM and again on the
   third VM (1,058,661 and 1,825,712 there, within 0.4%): the count follows the code, not
-  the machine.
+  the machine. The latency ratios follow the machine as well: on the fourth VM (an AMD
+  EPYC of CPU family 26) the Redis answer p50 missed its target in all four full runs
+  (2.6x-2.9x); on a fifth (an AMD EPYC of family 25, the same evening, with the same kernel
+  command line) the same code met it in all nine (2.1x-2.4x), and every target in seven of
+  those nine.
 
 ## The run recorded here
 
