@@ -4,8 +4,9 @@
 
 Starts a broker (on Redis: a redis-server of its own and two brokers, the agent's and the
 clients'), runs ``qbroker bots`` with one session answering back to back, and prints, for
-the broker the bots are connected to, the median time between consecutive points of the
-answer -> next question path:
+the broker the bots are connected to, the time between consecutive points of the answer ->
+next question path: its p50 and p99, and its median over the slowest 1% of answers (where
+the tail's time goes):
 
     frame bytes arrive      uvicorn hands the socket's bytes to the websocket protocol
     frame received          the websocket frame is parsed (ClientConnection.received)
@@ -31,9 +32,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -150,16 +151,34 @@ def serve(port: int, dump_to: Path) -> None:
 
 
 def report(samples: list[dict[str, int]]) -> None:
+    """Each stage's p50 and p99, and its median over the slowest 1% of whole paths: where
+    the tail's time goes, beside where the typical answer's does."""
     labels = [point[0] for point in POINTS]
-    print(f"{len(samples)} answers; median time from the previous point, in microseconds")
+    whole = sorted(samples, key=lambda s: s[labels[-1]] - s[labels[0]])
+    slowest = whole[-max(1, len(whole) // 100) :]
+    print(f"{len(samples)} answers; time from the previous point, in microseconds")
+    print(f"  {'':<20} {'p50':>8} {'p99':>8} {'slowest 1%':>11}")
     total = 0.0
     for previous, label in zip(labels, labels[1:], strict=False):
-        gaps = [(s[label] - s[previous]) / 1000 for s in samples if s[label] >= s[previous]]
-        median = statistics.median(gaps) if gaps else float("nan")
+
+        def gaps(among: list[dict[str, int]], since: str = previous, until: str = label) -> list[float]:
+            return sorted((s[until] - s[since]) / 1000 for s in among if s[until] >= s[since])
+
+        median = _pct(gaps(samples), 50)
         total += median
-        print(f"  {label:<20} {median:8.1f}")
-    whole = statistics.median((s[labels[-1]] - s[labels[0]]) / 1000 for s in samples)
-    print(f"  {'whole path':<20} {whole:8.1f}  (median of the whole; the stages sum to {total:.1f})")
+        print(f"  {label:<20} {median:8.1f} {_pct(gaps(samples), 99):8.1f} {_pct(gaps(slowest), 50):11.1f}")
+    span = [(s[labels[-1]] - s[labels[0]]) / 1000 for s in whole]
+    print(
+        f"  {'whole path':<20} {_pct(span, 50):8.1f} {_pct(span, 99):8.1f} {_pct(span[-len(slowest) :], 50):11.1f}"
+        f"  (the stages' p50s sum to {total:.1f})"
+    )
+
+
+def _pct(ordered: list[float], pct: float) -> float:
+    """Nearest-rank percentile of a sorted list (nan when empty)."""
+    if not ordered:
+        return float("nan")
+    return ordered[min(len(ordered), max(1, math.ceil(pct / 100 * len(ordered)))) - 1]
 
 
 def main() -> int:
@@ -231,7 +250,10 @@ def main() -> int:
         finally:
             for process in processes:
                 bench.stop(process)
-    print(f"store: {args.store}; answer -> next question at the bots: p50 {latency['p50']:.3f} ms")
+    print(
+        f"store: {args.store}; answer -> next question at the bots:"
+        f" p50 {latency['p50']:.3f} ms, p99 {latency['p99']:.3f} ms"
+    )
     report(samples)
     for command, (calls, usec) in sorted(inside_redis.items(), key=lambda item: -item[1][0] * item[1][1]):
         print(f"  inside Redis: {command:<10} {usec:6.1f} us per call ({calls} calls)")
