@@ -39,8 +39,7 @@ class _Parser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog="qbroker",
-        description="qbroker: a real-time dialog broker that lets AI agents ask people "
-        "structured questions.",
+        description="qbroker: a real-time dialog broker that lets AI agents ask people structured questions.",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():

@@ -34,9 +34,7 @@ class JsonFormatter(logging.Formatter):
 
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
-        extras = " ".join(
-            f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_")
-        )
+        extras = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_"))
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         line = f"{stamp} {record.levelname.lower():7} {record.name}: {record.getMessage()}"
         return f"{line} {extras}".rstrip()

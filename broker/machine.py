@@ -265,8 +265,7 @@ def apply(state: Questionnaire, command: Command, now: float) -> Questionnaire:
     if state.status != "in_progress":
         raise BrokerError(
             "stale_step",
-            f"{_name(command)} refused: questionnaire {state.id} is waiting for the agent's "
-            "clarification",
+            f"{_name(command)} refused: questionnaire {state.id} is waiting for the agent's clarification",
         )
     question = state.current_question
     assert question is not None  # in_progress always has a current question
@@ -282,8 +281,7 @@ def _answer(state: Questionnaire, question: Question, command: AnswerQuestion, n
     if command.question_id != question.id:
         raise BrokerError(
             "invalid_answer",
-            f'answer names question "{command.question_id}" but the current question is '
-            f'"{question.id}"',
+            f'answer names question "{command.question_id}" but the current question is "{question.id}"',
         )
     selection = _selection(question, command.selected_option_ids, command.other, final=True)
     answers = (*state.answers, Answer(question.id, selection))
@@ -382,21 +380,15 @@ def _check_client_command(state: Questionnaire, command: ClientCommand) -> None:
     if state.is_terminal:
         raise BrokerError("stale_step", f"{_name(command)} refused: questionnaire {state.id} is {state.status}")
     if command.step != state.step:
-        raise BrokerError(
-            "stale_step", f"{_name(command)} names step {command.step}; the current step is {state.step}"
-        )
+        raise BrokerError("stale_step", f"{_name(command)} names step {command.step}; the current step is {state.step}")
 
 
-def _selection(
-    question: Question, option_ids: Sequence[str], other: str | None, *, final: bool
-) -> Selection:
+def _selection(question: Question, option_ids: Sequence[str], other: str | None, *, final: bool) -> Selection:
     """Validate picks against ``question``; order them as declared. ``final`` checks bounds."""
     known = question.option_ids
     for option_id in option_ids:
         if option_id not in known:
-            raise BrokerError(
-                "unknown_option", f'question "{question.id}" has no option "{option_id}"'
-            )
+            raise BrokerError("unknown_option", f'question "{question.id}" has no option "{option_id}"')
     if len(option_ids) > 1 and len(set(option_ids)) != len(option_ids):
         raise BrokerError("invalid_answer", f'question "{question.id}": option ids must be distinct')
     other_text = _bounded_text(other, "other", MAX_OTHER) if other is not None else None
@@ -413,9 +405,7 @@ def _selection(
 
     if question.type == "single":
         if len(ordered) > 1:
-            raise BrokerError(
-                "invalid_answer", f'single question "{question.id}" takes at most one option'
-            )
+            raise BrokerError("invalid_answer", f'single question "{question.id}" takes at most one option')
         if final and ordered and other_text is not None:
             raise BrokerError(
                 "invalid_answer",
@@ -430,14 +420,12 @@ def _selection(
         if count < question.min_selections:
             raise BrokerError(
                 "below_min_selections",
-                f'question "{question.id}" needs at least {question.min_selections} '
-                f"choice(s), got {count}",
+                f'question "{question.id}" needs at least {question.min_selections} choice(s), got {count}',
             )
         if question.max_selections is not None and count > question.max_selections:
             raise BrokerError(
                 "above_max_selections",
-                f'question "{question.id}" allows at most {question.max_selections} '
-                f"choice(s), got {count}",
+                f'question "{question.id}" allows at most {question.max_selections} choice(s), got {count}',
             )
     return Selection(ordered, other_text)
 

@@ -77,16 +77,13 @@ def result_text(state: Questionnaire) -> str:
         if state.cancellation_reason == "aborted":
             lines.append("The questionnaire was aborted by the agent before the user finished it.")
         else:
-            lines.append(
-                f"The user cancelled the questionnaire at question {state.current_index + 1} of {total}."
-            )
+            lines.append(f"The user cancelled the questionnaire at question {state.current_index + 1} of {total}.")
         lines.extend(_partial_answers(state))
         lines.append("Treat this as the user's real decision. Do not guess the missing answers.")
     else:  # unavailable
         if state.cancellation_reason == "ui_unavailable":
             lines.append(
-                f"No user interface was connected to session {state.session_id}, so the user "
-                "could not be asked."
+                f"No user interface was connected to session {state.session_id}, so the user could not be asked."
             )
         else:
             lines.append(
@@ -94,10 +91,7 @@ def result_text(state: Questionnaire) -> str:
                 "questionnaire could not be finished."
             )
         lines.extend(_partial_answers(state))
-        lines.append(
-            "Do not guess the answers. Ask in normal text, or try again later when the user "
-            "has qbroker open."
-        )
+        lines.append("Do not guess the answers. Ask in normal text, or try again later when the user has qbroker open.")
     return "\n".join(lines)
 
 

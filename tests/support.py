@@ -93,8 +93,24 @@ def redis_server(*extra: str) -> Iterator[RedisServer]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="qbroker-redis-") as tmp:
         process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-             "--dir", tmp, "--unixsocket", f"{tmp}/redis.sock", "--unixsocketperm", "700", *extra],
+            [
+                binary,
+                "--port",
+                str(port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                tmp,
+                "--unixsocket",
+                f"{tmp}/redis.sock",
+                "--unixsocketperm",
+                "700",
+                *extra,
+            ],
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )
@@ -135,8 +151,17 @@ class BrokerProcess:
         self.log_path = os.path.join(self.data_dir, f"broker-{self.port}-{time.monotonic_ns()}.log")
         log = open(self.log_path, "wb")  # noqa: SIM115 - closed by the child's exit
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(self.port),
-             *self.extra_args],
+            [
+                sys.executable,
+                "-m",
+                "broker.cli",
+                "serve",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(self.port),
+                *self.extra_args,
+            ],
             env=self.env,
             stdout=log,
             stderr=subprocess.STDOUT,

@@ -58,9 +58,11 @@ def agent(process: BrokerProcess, sid: str) -> httpx.AsyncClient:
 
 async def _three_processes(a: BrokerProcess, b: BrokerProcess, c: BrokerProcess) -> dict:
     sid = "three-processes"
-    async with ScriptedClient.connect(b.ws_url, sid, token(sid, "client")) as person, agent(
-        a, sid
-    ) as on_a, agent(c, sid) as on_c:
+    async with (
+        ScriptedClient.connect(b.ws_url, sid, token(sid, "client")) as person,
+        agent(a, sid) as on_a,
+        agent(c, sid) as on_c,
+    ):
         await person.wait_for("idle")
         start = asyncio.create_task(
             on_a.post(f"/v1/sessions/{sid}/questionnaire?wait=20", json={"action": "start", "questions": QUESTIONS})

@@ -75,8 +75,17 @@ def nginx(broker_ports: list[int]) -> Iterator[str]:
         tmp.chmod(0o755)  # nginx workers may run as another user
         conf = tmp / "nginx.conf"
         conf.write_text(local_conf(DEPLOY_CONF.read_text(), broker_ports, port, tmp))
-        args = [binary, "-p", f"{tmp}/", "-c", str(conf), "-e", str(tmp / "error.log"),
-                "-g", f"daemon off; pid {tmp / 'nginx.pid'};"]
+        args = [
+            binary,
+            "-p",
+            f"{tmp}/",
+            "-c",
+            str(conf),
+            "-e",
+            str(tmp / "error.log"),
+            "-g",
+            f"daemon off; pid {tmp / 'nginx.pid'};",
+        ]
         checked = subprocess.run([*args, "-t"], capture_output=True, text=True, timeout=30)
         assert checked.returncode == 0, checked.stderr
         with open(tmp / "stdout.log", "wb") as out:
@@ -124,8 +133,9 @@ async def _through_nginx(lb: str, brokers: list[BrokerProcess]) -> None:
     sid = "through-nginx"
     ws_base, http_base = f"ws://{lb}", f"http://{lb}"
     async with contextlib.AsyncExitStack() as stack:
-        people = [await stack.enter_async_context(ScriptedClient.connect(ws_base, sid, token(sid, "client")))
-                  for _ in brokers]
+        people = [
+            await stack.enter_async_context(ScriptedClient.connect(ws_base, sid, token(sid, "client"))) for _ in brokers
+        ]
         # Round-robin, no stickiness: three consecutive connections, three brokers.
         landed = [await asyncio.to_thread(_broker_of, p.welcome["clientId"], brokers) for p in people]
         assert sorted(landed) == list(range(len(brokers))), landed
@@ -133,8 +143,9 @@ async def _through_nginx(lb: str, brokers: list[BrokerProcess]) -> None:
             await p.wait_for("idle")
 
         agent = await stack.enter_async_context(
-            httpx.AsyncClient(base_url=http_base, headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
-                              timeout=60)
+            httpx.AsyncClient(
+                base_url=http_base, headers={"Authorization": f"Bearer {token(sid, 'agent')}"}, timeout=60
+            )
         )
         path = f"/v1/sessions/{sid}/questionnaire"
         start = asyncio.create_task(agent.post(f"{path}?wait=30", json={"action": "start", "questions": QUESTIONS}))
@@ -161,8 +172,9 @@ async def _through_nginx(lb: str, brokers: list[BrokerProcess]) -> None:
         # The same-origin check still works behind nginx (it forwards Host with the port).
         browser = await raw_socket(ws_base, sid, origin=f"http://{lb}")
         try:
-            await browser.send(json.dumps({"type": "hello", "token": token(sid, "client"),
-                                           "client": {"kind": "web", "name": "page"}}))
+            await browser.send(
+                json.dumps({"type": "hello", "token": token(sid, "client"), "client": {"kind": "web", "name": "page"}})
+            )
             assert json.loads(await asyncio.wait_for(browser.recv(), 10))["type"] == "welcome"
         finally:
             await browser.close()

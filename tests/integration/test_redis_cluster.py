@@ -132,28 +132,68 @@ def local_cluster(with_replica: bool = False) -> Iterator[LocalCluster]:
         try:
             for port in all_ports:
                 cluster.processes[port] = subprocess.Popen(
-                    ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--cluster-enabled", "yes",
-                     "--cluster-config-file", f"nodes-{port}.conf", "--cluster-node-timeout", "2000",
-                     "--save", "", "--appendonly", "no", "--dir", tmp],
+                    [
+                        "redis-server",
+                        "--port",
+                        str(port),
+                        "--bind",
+                        "127.0.0.1",
+                        "--cluster-enabled",
+                        "yes",
+                        "--cluster-config-file",
+                        f"nodes-{port}.conf",
+                        "--cluster-node-timeout",
+                        "2000",
+                        "--save",
+                        "",
+                        "--appendonly",
+                        "no",
+                        "--dir",
+                        tmp,
+                    ],
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
             for port in all_ports:
                 wait_until(lambda p=port: not _bindable(p), what=f"redis-server on {port}")  # type: ignore[misc]
-            _redis_cli("--cluster", "create", *(f"127.0.0.1:{p}" for p in cluster.ports),
-                       "--cluster-replicas", "0", "--cluster-yes")
-            wait_until(lambda: _healthy(cluster, cluster.ports, MASTERS), timeout=30, interval=0.1,
-                       what="cluster_state:ok on every node")
+            _redis_cli(
+                "--cluster",
+                "create",
+                *(f"127.0.0.1:{p}" for p in cluster.ports),
+                "--cluster-replicas",
+                "0",
+                "--cluster-yes",
+            )
+            wait_until(
+                lambda: _healthy(cluster, cluster.ports, MASTERS),
+                timeout=30,
+                interval=0.1,
+                what="cluster_state:ok on every node",
+            )
             if cluster.replica is not None:
                 with cluster.admin(cluster.ports[0]) as admin:
                     first = admin.execute_command("CLUSTER", "MYID").decode()
-                _redis_cli("--cluster", "add-node", f"127.0.0.1:{cluster.replica}", f"127.0.0.1:{cluster.ports[0]}",
-                           "--cluster-slave", "--cluster-master-id", first)
-                wait_until(lambda: _healthy(cluster, all_ports, MASTERS + 1), timeout=30, interval=0.1,
-                           what="the replica to join")
+                _redis_cli(
+                    "--cluster",
+                    "add-node",
+                    f"127.0.0.1:{cluster.replica}",
+                    f"127.0.0.1:{cluster.ports[0]}",
+                    "--cluster-slave",
+                    "--cluster-master-id",
+                    first,
+                )
+                wait_until(
+                    lambda: _healthy(cluster, all_ports, MASTERS + 1),
+                    timeout=30,
+                    interval=0.1,
+                    what="the replica to join",
+                )
                 with cluster.admin(cluster.replica) as admin:
-                    wait_until(lambda: admin.info("replication").get("master_link_status") == "up", timeout=30,
-                               what="the replica to sync")
+                    wait_until(
+                        lambda: admin.info("replication").get("master_link_status") == "up",
+                        timeout=30,
+                        what="the replica to sync",
+                    )
             yield cluster
         finally:
             for process in cluster.processes.values():
@@ -388,9 +428,12 @@ QUESTIONS = [
 
 
 async def _questionnaire(client_ws: str, agent_url: str, sid: str, n: int) -> dict:
-    async with ScriptedClient.connect(client_ws, sid, token(sid, "client")) as person, httpx.AsyncClient(
-        base_url=agent_url, headers={"Authorization": f"Bearer {token(sid, 'agent')}"}, timeout=30
-    ) as agent:
+    async with (
+        ScriptedClient.connect(client_ws, sid, token(sid, "client")) as person,
+        httpx.AsyncClient(
+            base_url=agent_url, headers={"Authorization": f"Bearer {token(sid, 'agent')}"}, timeout=30
+        ) as agent,
+    ):
         await person.wait_for("idle")
         start = asyncio.create_task(
             agent.post(f"/v1/sessions/{sid}/questionnaire?wait=25", json={"action": "start", "questions": QUESTIONS})

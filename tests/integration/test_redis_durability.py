@@ -137,12 +137,17 @@ async def test_wait_aof_fsyncs_each_commit_before_it_returns() -> None:
 
 async def _answer_once(base: str, ws_base: str) -> dict:
     sid = new_session()
-    async with ScriptedClient.connect(ws_base, sid, token(sid, "client")) as person, httpx.AsyncClient(
-        base_url=base, headers={"Authorization": f"Bearer {token(sid, 'agent')}"}, timeout=30
-    ) as agent:
+    async with (
+        ScriptedClient.connect(ws_base, sid, token(sid, "client")) as person,
+        httpx.AsyncClient(
+            base_url=base, headers={"Authorization": f"Bearer {token(sid, 'agent')}"}, timeout=30
+        ) as agent,
+    ):
         await person.wait_for("idle")
-        body = {"action": "start", "questions": [{"id": "go", "prompt": "Go?", "type": "single",
-                                                   "options": [{"id": "yes"}, {"id": "no"}]}]}
+        body = {
+            "action": "start",
+            "questions": [{"id": "go", "prompt": "Go?", "type": "single", "options": [{"id": "yes"}, {"id": "no"}]}],
+        }
         start = asyncio.create_task(agent.post(f"/v1/sessions/{sid}/questionnaire?wait=20", json=body))
         await person.answer_all({"go": ["yes"]})
         response = await asyncio.wait_for(start, 25)
