@@ -649,7 +649,8 @@ def render_png(ansi: str, path: Path, *, title: str) -> Any:
                         glyph = glyph.crop(box)
                         scale = (size + 2) / max(glyph.size)
                         glyph = glyph.resize(
-                            (max(1, round(glyph.size[0] * scale)), max(1, round(glyph.size[1] * scale))), Image.LANCZOS
+                            (max(1, round(glyph.size[0] * scale)), max(1, round(glyph.size[1] * scale))),
+                            Image.Resampling.LANCZOS,
                         )
                         image.paste(
                             glyph, (x0 + (2 * cell_w - glyph.size[0]) // 2, y0 + (cell_h - glyph.size[1]) // 2), glyph

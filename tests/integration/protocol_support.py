@@ -96,7 +96,8 @@ class Deployment:
 def start_deployment(kind: str, redis_url: str | None, **settings: object) -> Iterator[Deployment]:
     count = 1 if kind == "memory" else 2
     with ExitStack() as stack:
-        processes = [stack.enter_context(broker(redis_url, **settings)) for _ in range(count)]
+        # port=None: each process on a free port of its own (settings are QBROKER_* values only)
+        processes = [stack.enter_context(broker(redis_url, port=None, **settings)) for _ in range(count)]
         yield Deployment(kind, processes, redis_url, dict(settings))
 
 
@@ -275,7 +276,7 @@ def tool_result(response: httpx.Response) -> ToolResult:
 def pending(response: httpx.Response) -> dict[str, Any]:
     """Assert a 202 of exactly ``{status, questionnaireId, revision, step}``."""
     assert response.status_code == 202, f"expected 202, got {response.status_code}: {response.text}"
-    body = response.json()
+    body: dict[str, Any] = response.json()
     assert set(body) == {"status", "questionnaireId", "revision", "step"}, body
     assert body["status"] == "pending"
     assert isinstance(body["questionnaireId"], str) and body["questionnaireId"]

@@ -24,7 +24,7 @@ import uuid
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 import httpx
 import msgpack
@@ -36,10 +36,14 @@ from hypothesis import strategies as st
 from schemathesis.checks import positive_data_acceptance
 from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
+from websockets.typing import Subprotocol
 
 from broker.openapi import build_openapi
 from tests.scripted_client import MSGPACK, ScriptedClient
 from tests.support import BrokerProcess, broker, token
+
+if TYPE_CHECKING:
+    from schemathesis.specs.openapi.schemas import OpenApiCase
 
 # The websockets library draws its ping payloads from the global `random` module; when
 # another test's background websocket (the default-timer probes) pings while hypothesis
@@ -294,7 +298,7 @@ class Lane:
     def encode(self, value: Any) -> str | bytes:
         if self.codec == "json":
             return json.dumps(value)
-        return msgpack.packb(value, use_bin_type=True)
+        return cast(bytes, msgpack.packb(value, use_bin_type=True))
 
     def decode(self, data: str | bytes) -> dict[str, Any]:
         if self.codec == "json":
@@ -309,7 +313,7 @@ class Lane:
     def open(self) -> SyncConnection:
         return sync_connect(
             f"{self.process.ws_url}/v1/sessions/{self.sid}/ws",
-            subprotocols=[self.subprotocol],  # type: ignore[list-item]
+            subprotocols=[Subprotocol(self.subprotocol)],
             open_timeout=10,
             close_timeout=2,
             max_size=None,
@@ -544,7 +548,7 @@ def test_the_broker_serves_its_openapi_document(api_broker: BrokerProcess) -> No
 
 @SCHEMA.parametrize()
 @settings(max_examples=SCHEMATHESIS_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
-def test_http_api_conforms_to_its_openapi_document(case: schemathesis.Case, api_broker: BrokerProcess) -> None:
+def test_http_api_conforms_to_its_openapi_document(case: OpenApiCase, api_broker: BrokerProcess) -> None:
     # Every check but positive_data_acceptance: JSON Schema cannot say "ids unique after
     # trimming" or "minSelections <= maxSelections", so some schema-valid bodies are 400s
     # by design (broker/openapi.py says so in its descriptions).
@@ -725,7 +729,7 @@ async def test_a_flooding_client_is_cut_off_1008_while_others_keep_their_latency
             return await abuser.expect_close(timeout=10)
 
         floods = [asyncio.create_task(flood(a)) for a in abusers]
-        during = []
+        during: list[float] = []
         while not all(f.done() for f in floods) and len(during) < 200:
             during += [await rtt(neighbour), await rtt(elsewhere)]
         assert [await f for f in floods] == [1008, 1008]

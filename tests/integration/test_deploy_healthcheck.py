@@ -6,6 +6,7 @@ import json
 import os
 import re
 import subprocess
+from typing import cast
 
 from tests.support import REPO_ROOT, broker, free_port
 
@@ -14,7 +15,7 @@ def _healthcheck() -> list[str]:
     text = (REPO_ROOT / "deploy" / "Dockerfile").read_text()
     match = re.search(r"HEALTHCHECK[^\n]*\\\n\s*CMD (\[.*\])", text)
     assert match, "deploy/Dockerfile has no exec-form HEALTHCHECK"
-    command = json.loads(match.group(1))
+    command = cast(list[str], json.loads(match.group(1)))
     assert command[0] == "python"
     return command
 

@@ -17,7 +17,7 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -165,7 +165,7 @@ def test_sigterm_drains_202_to_waiting_agents_1012_to_clients_and_loses_nothing(
 def restart_redis(redis: RedisServer) -> subprocess.Popen[bytes]:
     """Start a fresh redis-server on the same port (the old one was killed)."""
     assert redis.process.args is not None
-    args = list(redis.process.args)  # type: ignore[arg-type]
+    args = list(cast(list[str], redis.process.args))  # redis_server() started it from a list of str
     redis.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return redis.process
 
@@ -180,7 +180,7 @@ def redis_cli(redis: RedisServer, *command: str) -> str:
 
     client = redis_py.Redis(host="127.0.0.1", port=redis.port, socket_timeout=5)
     try:
-        return repr(client.execute_command(*command))
+        return repr(client.execute_command(*command))  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
     finally:
         client.close()
 
@@ -373,7 +373,7 @@ def _kill_pubsub_connections(redis: RedisServer) -> int:
 
     client = redis_py.Redis(host="127.0.0.1", port=redis.port, socket_timeout=5)
     try:
-        return int(client.execute_command("CLIENT", "KILL", "TYPE", "pubsub"))
+        return int(client.execute_command("CLIENT", "KILL", "TYPE", "pubsub"))  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
     finally:
         client.close()
 

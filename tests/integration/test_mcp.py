@@ -133,11 +133,11 @@ async def test_the_one_tool_has_the_seed_schema_with_bounds_and_no_anyof(live: B
 
 async def test_start_waits_for_the_person_and_returns_the_text_and_details(live: BrokerProcess, sid: str) -> None:
     deploy = json.loads((EXAMPLES / "deploy.json").read_text())
-    progress: list[tuple[float, str | None]] = []
+    reports: list[tuple[float, str | None]] = []
     reported = asyncio.Event()
 
-    async def on_progress(value: float, total: float | None, message: str | None) -> None:
-        progress.append((value, message))
+    async def on_progress(progress: float, total: float | None, message: str | None) -> None:
+        reports.append((progress, message))
         reported.set()
 
     async with person(live, sid) as someone, mcp_session(live, sid, "--wait", "0.3") as session:
@@ -154,7 +154,7 @@ async def test_start_waits_for_the_person_and_returns_the_text_and_details(live:
     assert "checks: optionIds=[unit, lint]" in text_of(result)
     assert result.structured_content["status"] == "completed"
     assert result.structured_content["answers"][0] == {"questionId": "deploy_target", "selectedOptionIds": ["staging"]}
-    assert progress and f"questionnaireId={qid}" in (progress[0][1] or "")
+    assert reports and f"questionnaireId={qid}" in (reports[0][1] or "")
 
 
 async def test_clarification_then_resume_through_the_tool(live: BrokerProcess, sid: str) -> None:

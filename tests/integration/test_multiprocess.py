@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Iterator
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -47,7 +48,8 @@ QUESTIONS = [
 @contextlib.contextmanager
 def brokers(count: int, **settings: object) -> Iterator[list[BrokerProcess]]:
     with redis_server() as redis, contextlib.ExitStack() as stack:
-        yield [stack.enter_context(broker(redis.url, **settings)) for _ in range(count)]
+        # port=None: each process on a free port of its own (settings are QBROKER_* values only)
+        yield [stack.enter_context(broker(redis.url, port=None, **settings)) for _ in range(count)]
 
 
 def agent(process: BrokerProcess, sid: str) -> httpx.AsyncClient:
@@ -56,7 +58,7 @@ def agent(process: BrokerProcess, sid: str) -> httpx.AsyncClient:
     )
 
 
-async def _three_processes(a: BrokerProcess, b: BrokerProcess, c: BrokerProcess) -> dict:
+async def _three_processes(a: BrokerProcess, b: BrokerProcess, c: BrokerProcess) -> dict[str, Any]:
     sid = "three-processes"
     async with (
         ScriptedClient.connect(b.ws_url, sid, token(sid, "client")) as person,
@@ -89,7 +91,7 @@ async def _three_processes(a: BrokerProcess, b: BrokerProcess, c: BrokerProcess)
         third = await person.wait_for("question", where=lambda f: f["index"] == 2)
         await person.answer(third, [], other="release channel")
         await person.wait_for("closed")
-        result = (await asyncio.wait_for(resumed, 20)).json()
+        result: dict[str, Any] = (await asyncio.wait_for(resumed, 20)).json()
         # Re-attaching on the first process sees the very same outcome.
         reattached = (await on_a.get(f"/v1/sessions/{sid}/questionnaires/{resume['questionnaireId']}?wait=0")).json()
         assert reattached["details"] == result["details"]
@@ -108,7 +110,7 @@ def test_agent_client_and_resume_on_three_different_processes() -> None:
     assert result["details"]["clarifications"][0]["response"] == "The browser suite against staging."
 
 
-async def _killed_mid_questionnaire(a: BrokerProcess, b: BrokerProcess, c: BrokerProcess) -> dict:
+async def _killed_mid_questionnaire(a: BrokerProcess, b: BrokerProcess, c: BrokerProcess) -> dict[str, Any]:
     sid = "kill-nine"
     async with agent(a, sid) as on_a:
         person = await ScriptedClient.connect(b.ws_url, sid, token(sid, "client"))
@@ -137,7 +139,7 @@ async def _killed_mid_questionnaire(a: BrokerProcess, b: BrokerProcess, c: Broke
             await back.wait_for("closed")
         response = await asyncio.wait_for(start, 30)
         assert response.status_code == 200
-        return response.json()
+        return cast(dict[str, Any], response.json())
 
 
 def test_a_killed_process_loses_nothing_the_person_answered() -> None:

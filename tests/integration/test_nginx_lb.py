@@ -21,6 +21,7 @@ import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -121,7 +122,7 @@ def _broker_of(client_id: str, brokers: list[BrokerProcess]) -> int:
     return int(found[0])
 
 
-def _json_or_empty(line: str) -> dict:
+def _json_or_empty(line: str) -> dict[str, Any]:
     try:
         value = json.loads(line)
     except ValueError:

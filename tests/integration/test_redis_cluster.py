@@ -27,6 +27,7 @@ import tempfile
 import uuid
 from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -155,7 +156,7 @@ def local_cluster(with_replica: bool = False) -> Iterator[LocalCluster]:
                     stderr=subprocess.DEVNULL,
                 )
             for port in all_ports:
-                wait_until(lambda p=port: not _bindable(p), what=f"redis-server on {port}")  # type: ignore[misc]
+                wait_until(lambda p=port: not _bindable(p), what=f"redis-server on {port}")
             _redis_cli(
                 "--cluster",
                 "create",
@@ -400,7 +401,7 @@ async def test_after_a_failover_sessions_are_subscribed_on_the_promoted_replica(
             await contract.eventually(promoted, "the promoted replica to carry the subscription", timeout=30)
             await asyncio.wait_for(listener.reconnects.get(), 10)  # ... and the service re-reads
             created = {sids[0]: await store.create(new_questionnaire(sids[0])) for sids in spread.values()}
-            received = set()
+            received: set[Notice] = set()
             while len(received) < len(created):
                 received.add(await asyncio.wait_for(listener.notices.get(), 10))
             assert received == {Notice(sid, state.id, 0) for sid, state in created.items()}
@@ -427,7 +428,7 @@ QUESTIONS = [
 ]
 
 
-async def _questionnaire(client_ws: str, agent_url: str, sid: str, n: int) -> dict:
+async def _questionnaire(client_ws: str, agent_url: str, sid: str, n: int) -> dict[str, Any]:
     async with (
         ScriptedClient.connect(client_ws, sid, token(sid, "client")) as person,
         httpx.AsyncClient(
@@ -445,10 +446,10 @@ async def _questionnaire(client_ws: str, agent_url: str, sid: str, n: int) -> di
         assert closed["status"] == "completed"
         response = await asyncio.wait_for(start, 30)
         assert response.status_code == 200, response.text
-        return response.json()
+        return cast(dict[str, Any], response.json())
 
 
-async def _all_sessions(client_ws: str, agent_url: str, sids: list[str]) -> list[dict]:
+async def _all_sessions(client_ws: str, agent_url: str, sids: list[str]) -> list[dict[str, Any]]:
     return await asyncio.gather(*(_questionnaire(client_ws, agent_url, sid, n) for n, sid in enumerate(sids)))
 
 

@@ -13,6 +13,7 @@ import asyncio
 import shutil
 import subprocess
 from collections.abc import Iterator
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -135,7 +136,7 @@ async def test_wait_aof_fsyncs_each_commit_before_it_returns() -> None:
             await store.close()
 
 
-async def _answer_once(base: str, ws_base: str) -> dict:
+async def _answer_once(base: str, ws_base: str) -> dict[str, Any]:
     sid = new_session()
     async with (
         ScriptedClient.connect(ws_base, sid, token(sid, "client")) as person,
@@ -152,7 +153,7 @@ async def _answer_once(base: str, ws_base: str) -> dict:
         await person.answer_all({"go": ["yes"]})
         response = await asyncio.wait_for(start, 25)
         assert response.status_code == 200, response.text
-        return response.json()
+        return cast(dict[str, Any], response.json())
 
 
 def test_qbroker_serve_with_wait_replicas_completes_a_questionnaire(

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import asyncio
 import json
+from typing import Any, cast
 
 import httpx
 import websockets
+from websockets.typing import Subprotocol
 
 from tests.support import broker, token
 
@@ -24,9 +26,11 @@ DEPLOY = {
 }
 
 
-async def _answer_one_questionnaire(ws_url: str, http_url: str) -> dict:
+async def _answer_one_questionnaire(ws_url: str, http_url: str) -> dict[str, Any]:
     sid = "smoke"
-    async with websockets.connect(f"{ws_url}/v1/sessions/{sid}/ws", subprotocols=["qbroker.v1.json"]) as ws:
+    async with websockets.connect(
+        f"{ws_url}/v1/sessions/{sid}/ws", subprotocols=[Subprotocol("qbroker.v1.json")]
+    ) as ws:
         await ws.send(json.dumps({"type": "hello", "token": token(sid, "client"), "client": {"kind": "bot"}}))
         assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "welcome"
         assert json.loads(await asyncio.wait_for(ws.recv(), 5))["type"] == "idle"
@@ -48,7 +52,7 @@ async def _answer_one_questionnaire(ws_url: str, http_url: str) -> dict:
             )
             response = await asyncio.wait_for(call, 10)
             assert response.status_code == 200
-            return response.json()
+            return cast(dict[str, Any], response.json())
 
 
 def test_an_agent_gets_the_answer_a_client_gave() -> None:

@@ -24,6 +24,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
+from redis.typing import EncodableT
 
 from broker import machine
 from broker.machine import Questionnaire
@@ -858,7 +859,7 @@ async def test_a_lost_notice_connection_resubscribes_then_calls_on_reconnect(
         sid = new_session()
         await store.subscribe(sid)
 
-        assert await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub") >= 1
+        assert await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub") >= 1  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
         await listener.next_reconnect()
 
         # on_reconnect runs only once Redis confirmed the subscriptions again.
@@ -873,7 +874,7 @@ async def test_a_session_subscribed_while_disconnected_is_subscribed_on_reconnec
     async with started_with_admin(real_redis, listener) as (store, admin):
         first, second = new_session(), new_session()
         await store.subscribe(first)
-        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
         await store.subscribe(second)  # waits for the reconnect's confirmation if need be
         await listener.next_reconnect()
 
@@ -885,7 +886,7 @@ async def test_sharded_notices_use_ssubscribe_and_spublish(real_redis: RedisServ
     async with started_with_admin(real_redis, listener, sharded=True) as (store, admin):
         sid = new_session()
         await store.subscribe(sid)
-        assert await admin.execute_command("PUBSUB", "SHARDNUMSUB", f"qb:{{{sid}}}:events") == [
+        assert await admin.execute_command("PUBSUB", "SHARDNUMSUB", f"qb:{{{sid}}}:events") == [  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
             f"qb:{{{sid}}}:events".encode(),
             1,
         ]
@@ -1020,7 +1021,7 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(
         assert await store.compare_and_set(answered, state.version)
         clarify = advanced(answered, machine.Clarify(state.id, answered.step, "SECRET-REQUEST"))
         assert not await store.compare_and_set(clarify, state.version)  # a lost race
-        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
         await listener.next_reconnect()
         assert await store.compare_and_set(clarify, answered.version)
 
@@ -1058,7 +1059,7 @@ async def test_the_scripts_survive_a_script_flush(real_redis: RedisServer, liste
         ("SET", "k", 2**70),
     ],
 )
-def test_commands_packed_in_c_are_the_bytes_redis_py_packs(command: tuple[object, ...]) -> None:
+def test_commands_packed_in_c_are_the_bytes_redis_py_packs(command: tuple[EncodableT, ...]) -> None:
     python = Connection()
     fast = redis_store_module._packing_in_c(Connection)()
     assert b"".join(fast.pack_command(*command)) == b"".join(python.pack_command(*command))

@@ -74,11 +74,14 @@ def error(code: str, message: str = "questionnaire: nope") -> dict[str, Any]:
     return {"error": {"code": code, "message": message}}
 
 
+ScriptedReply = httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]
+
+
 class Script:
     """Replies in order; records every request it saw."""
 
-    def __init__(self, *replies: httpx.Response | Exception | Callable[[httpx.Request], httpx.Response]):
-        self.replies: Iterator[Any] = iter(replies)
+    def __init__(self, *replies: ScriptedReply):
+        self.replies: Iterator[ScriptedReply] = iter(replies)
         self.requests: list[httpx.Request] = []
 
     def __call__(self, request: httpx.Request) -> httpx.Response:

@@ -57,6 +57,7 @@ def violations(source: str) -> list[str]:
             if isinstance(func, ast.Name) and func.id in {"__import__", "import_module"}:
                 found.append(f"line {node.lineno}: dynamic import")
         for name in names:
+            assert isinstance(node, ast.Import | ast.ImportFrom)  # names come from imports only
             root = name.split(".")[0]
             if root in FORBIDDEN_MODULES:
                 found.append(f"line {node.lineno}: imports {name}")

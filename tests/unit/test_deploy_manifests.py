@@ -153,7 +153,8 @@ def test_k8s_has_every_object_the_deployment_needs() -> None:
 
 
 def _container(objects: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    (container,) = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
+    containers: list[dict[str, Any]] = objects["Deployment"]["spec"]["template"]["spec"]["containers"]
+    (container,) = containers
     return container
 
 

@@ -15,6 +15,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 from starlette.routing import compile_path
+from starlette.types import Message
 
 from broker import http
 from broker.app import BrokerApp, create_app
@@ -49,14 +50,14 @@ def _scope(method: str, path: str, query: bytes = b"", headers: list[tuple[bytes
     }
 
 
-async def _call(app: BrokerApp, scope: Any, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+async def _call(app: BrokerApp, scope: Any, messages: list[dict[str, Any]]) -> list[Message]:
     """Run one request; ``messages`` are what ``receive`` hands out (taken off the list)."""
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
 
     async def receive() -> dict[str, Any]:
         return messages.pop(0)
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     await app(scope, receive, send)
@@ -68,7 +69,7 @@ def _body(message: bytes) -> dict[str, Any]:
 
 
 async def test_a_crash_is_a_json_500_and_logged(app: BrokerApp, caplog: pytest.LogCaptureFixture) -> None:
-    async def broken(*args: object) -> Any:
+    async def broken(session_id: str, questionnaire_id: str, wait: float) -> tuple[int, dict[str, Any]]:
         raise ZeroDivisionError("a bug")
 
     app.broker.wait_for_outcome = broken  # type: ignore[method-assign]
@@ -84,7 +85,10 @@ async def test_a_crash_is_a_json_500_and_logged(app: BrokerApp, caplog: pytest.L
 
 async def test_an_agent_gone_before_its_body_arrived_gets_no_answer(app: BrokerApp) -> None:
     scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0")
-    messages = [{"type": "http.request", "body": START[:10], "more_body": True}, {"type": "http.disconnect"}]
+    messages: list[dict[str, Any]] = [
+        {"type": "http.request", "body": START[:10], "more_body": True},
+        {"type": "http.disconnect"},
+    ]
     assert await _call(app, scope, messages) == []
 
 
@@ -131,8 +135,8 @@ async def test_other_paths_go_to_the_starlette_app(app: BrokerApp) -> None:
 
 # --- the helpers that stand in for Starlette's ---------------------------------------------
 
-_START_ROUTE, _, _ = compile_path("/v1/sessions/{sid}/questionnaire")
-_ITEM_ROUTE, _, _ = compile_path("/v1/sessions/{sid}/questionnaires/{qid}")
+_START_ROUTE = compile_path("/v1/sessions/{sid}/questionnaire")[0]
+_ITEM_ROUTE = compile_path("/v1/sessions/{sid}/questionnaires/{qid}")[0]
 _segments = st.sampled_from(["", "v1", "sessions", "questionnaire", "questionnaires", "s1", "q.1", "a b", "\n"])
 
 

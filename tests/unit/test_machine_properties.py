@@ -361,12 +361,12 @@ ENDINGS = st.sampled_from(["abort", "ui_error", "cancel"])
 def test_a_terminal_questionnaire_accepts_nothing_more(initial: Questionnaire, plans: list[Plan], ending: str) -> None:
     state = run(initial, plans)
     if not state.is_terminal:
-        closing: Command = {
+        closings: dict[str, Command] = {
             "abort": Abort(),
             "ui_error": MarkUnavailable("ui_error"),
             "cancel": Cancel(QID, state.step),
-        }[ending]
-        state = apply(state, closing, 99.0)
+        }
+        state = apply(state, closings[ending], 99.0)
     assert state.is_terminal
     record = state.to_record()
     for command in every_command(state):

@@ -584,7 +584,7 @@ async def test_every_outcome_written_by_a_client_ends_the_agents_wait(outcome: s
         call = agent_call(broker, sid)
         question = await client.next("question")
         qid, step = question["questionnaireId"], question["step"]
-        command: machine.Command = (
+        command: machine.ClientCommand = (
             machine.Clarify(qid, step, "Which staging?") if outcome == "clarify" else machine.Cancel(qid, step)
         )
         store.reset()

@@ -677,6 +677,7 @@ async def test_several_frames_leave_in_one_write_and_read_back_in_order(fast: bo
     server = ServerProtocol()
     server.receive_data(b"".join(client.data_to_send()))
     [request] = server.events_received()
+    assert isinstance(request, Request)
     server.send_response(server.accept(request))
     client.receive_data(b"".join(server.data_to_send()))
     client.events_received()  # the handshake's response
