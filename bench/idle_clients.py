@@ -24,6 +24,7 @@ CONCURRENCY = 64
 
 async def hold(url: str, count: int, mode: str, prefix: str, hold_for: float) -> None:
     from websockets.asyncio.client import connect
+    from websockets.typing import Subprotocol
 
     from broker.auth import mint_token
 
@@ -42,7 +43,7 @@ async def hold(url: str, count: int, mode: str, prefix: str, hold_for: float) ->
                 else:
                     ws = await connect(
                         f"{url}/v1/sessions/{sid}/ws",
-                        subprotocols=["qbroker.v1.json"],  # type: ignore[list-item]
+                        subprotocols=[Subprotocol("qbroker.v1.json")],
                         compression=None,
                         ping_interval=None,
                         open_timeout=30,

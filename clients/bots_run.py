@@ -33,6 +33,7 @@ import orjson
 import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+from websockets.typing import Subprotocol
 
 from broker.auth import mint_token
 from clients.bots_http import AgentHTTP
@@ -409,7 +410,7 @@ class Bot:
         async with self.session.run.connect_slots:
             self.ws = await websockets.connect(
                 self.uri,
-                subprotocols=[SUBPROTOCOL[self.codec]],  # type: ignore[list-item]
+                subprotocols=[Subprotocol(SUBPROTOCOL[self.codec])],
                 compression="deflate" if self.session.run.opts.deflate else None,
                 open_timeout=15,
                 max_size=1 << 20,

@@ -24,6 +24,7 @@ from typing import Any
 
 import websockets
 from websockets.asyncio.client import ClientConnection
+from websockets.typing import Subprotocol
 
 JSON = "qbroker.v1.json"
 MSGPACK = "qbroker.v1.msgpack"
@@ -103,7 +104,7 @@ class ScriptedClient:
         ws = await asyncio.wait_for(
             websockets.connect(
                 f"{ws_base}/v1/sessions/{session}/ws",
-                subprotocols=[subprotocol],  # type: ignore[list-item]
+                subprotocols=[Subprotocol(subprotocol)],
                 open_timeout=timeout,
                 max_size=None,
             ),

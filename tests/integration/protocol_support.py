@@ -24,6 +24,7 @@ import httpx
 import pytest
 import websockets
 from websockets.asyncio.client import ClientConnection
+from websockets.typing import Subprotocol
 
 from tests.scripted_client import JSON, ScriptedClient
 from tests.support import BrokerProcess, broker, redis_server, token
@@ -315,7 +316,7 @@ async def raw_socket(
     return await asyncio.wait_for(
         websockets.connect(
             f"{ws_url}/v1/sessions/{sid}/ws",
-            subprotocols=[subprotocol] if subprotocol else None,  # type: ignore[list-item]
+            subprotocols=[Subprotocol(subprotocol)] if subprotocol else None,
             origin=origin,  # type: ignore[arg-type]
             open_timeout=timeout,
             max_size=None,
@@ -395,7 +396,7 @@ class DefaultProbes:
 
         with connect(
             f"{self.deployment.client_ws_url}/v1/sessions/{sid}/ws",
-            subprotocols=[JSON],  # type: ignore[list-item]
+            subprotocols=[Subprotocol(JSON)],
             open_timeout=10,
         ) as ws:
             ws.send(hello(token(sid, "client")))
@@ -426,7 +427,7 @@ class DefaultProbes:
         sid = new_sid("probe-hello")
         with connect(
             f"{self.deployment.client_ws_url}/v1/sessions/{sid}/ws",
-            subprotocols=[JSON],  # type: ignore[list-item]
+            subprotocols=[Subprotocol(JSON)],
             open_timeout=10,
         ) as ws:
             started = time.monotonic()

@@ -610,7 +610,7 @@ async def close_code(ws: websockets.ClientConnection, timeout: float = 10) -> in
 
 
 async def hello_socket(process: BrokerProcess, sid: str, tok: str) -> websockets.ClientConnection:
-    ws = await websockets.connect(f"{process.ws_url}/v1/sessions/{sid}/ws", subprotocols=[JSON_PROTOCOL])  # type: ignore[list-item]
+    ws = await websockets.connect(f"{process.ws_url}/v1/sessions/{sid}/ws", subprotocols=[Subprotocol(JSON_PROTOCOL)])
     await ws.send(json.dumps({"type": "hello", "token": tok, "client": {"kind": "bot", "name": "abuser"}}))
     return ws
 
@@ -632,7 +632,7 @@ async def test_foreign_origin_is_refused_before_the_upgrade(limits_broker: Broke
         ws = await websockets.connect(
             f"{limits_broker.ws_url}/v1/sessions/{sid}/ws",
             origin=limits_broker.url,  # type: ignore[arg-type]
-            subprotocols=[JSON_PROTOCOL],  # type: ignore[list-item]
+            subprotocols=[Subprotocol(JSON_PROTOCOL)],
         )
         await ws.send(json.dumps({"type": "hello", "token": token(sid, "client"), "client": {"kind": "web"}}))
         assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "welcome"

@@ -22,6 +22,7 @@ from typing import Any, cast
 import httpx
 import pytest
 import websockets
+from websockets.typing import Subprotocol
 
 from tests.scripted_client import ScriptedClient
 from tests.support import (
@@ -235,7 +236,9 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
         except AssertionError:
             assert person.closed_code == 1013, person.received
         # A new client is turned away with 1013 (try again later).
-        newcomer = await websockets.connect(f"{a.ws_url}/v1/sessions/{sid}/ws", subprotocols=["qbroker.v1.json"])  # type: ignore[list-item]
+        newcomer = await websockets.connect(
+            f"{a.ws_url}/v1/sessions/{sid}/ws", subprotocols=[Subprotocol("qbroker.v1.json")]
+        )
         await newcomer.send(json.dumps({"type": "hello", "token": token(sid, "client"), "client": {"kind": "bot"}}))
         with pytest.raises(websockets.ConnectionClosed) as closed:
             async with asyncio.timeout(15):

@@ -17,6 +17,7 @@ import httpx
 import jwt
 import pytest
 import websockets
+from websockets.typing import Subprotocol
 
 from tests.integration.protocol_support import (
     Agent,
@@ -222,7 +223,7 @@ async def test_a_token_in_the_url_does_not_authenticate(deployment: Deployment, 
     """Clients send the token in their hello, never in the URL."""
     ws = await websockets.connect(
         f"{deployment.client_ws_url}/v1/sessions/{sid}/ws?token={token(sid, 'client')}",
-        subprotocols=[JSON],  # type: ignore[list-item]
+        subprotocols=[Subprotocol(JSON)],
         open_timeout=10,
     )
     await ws.send(json.dumps({"type": "hello", "token": "", "client": {"kind": "bot", "name": "url"}}))
