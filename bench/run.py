@@ -1129,8 +1129,8 @@ broker on any machine (see "Which machine").
   the machine. The latency ratios follow the machine as well: on the fourth VM (an AMD
   EPYC of CPU family 26) the Redis answer p50 missed its target in all four full runs
   (2.6x-2.9x); on a fifth (an AMD EPYC of family 25, the same evening, with the same kernel
-  command line) the same code met it in all nine (2.1x-2.4x), and every target in seven of
-  those nine. There the tail was Redis's: in `bench/answer_path.py --store redis`, the
+  command line) the same code met it in eleven of twelve (2.1x-2.4x; missed at 2.54x), and
+  every target in nine of those twelve. There the tail was Redis's: in `bench/answer_path.py --store redis`, the
   slowest 1% of answers took 330-420 us inside the clients' broker against a p50 of
   190-227 us, and the commit (the script's round trip) was 240-270 us of it, against
   113-135 us at the p50; no other stage was more than 16 us above its own p50.
