@@ -85,6 +85,13 @@ class RedisServer:
                 self.process.wait(5)
 
 
+def redis_server_command(binary: str, port: int, directory: str, *extra: str) -> list[str]:
+    """redis-server on 127.0.0.1:``port`` that keeps nothing on disk (its files go to ``directory``);
+    ``extra`` options come last, so they win."""
+    keep_nothing = ["--save", "", "--appendonly", "no", "--dir", directory]
+    return [binary, "--port", str(port), "--bind", "127.0.0.1", *keep_nothing, *extra]
+
+
 @contextmanager
 def redis_server(*extra: str) -> Iterator[RedisServer]:
     binary = shutil.which("redis-server")
@@ -93,24 +100,9 @@ def redis_server(*extra: str) -> Iterator[RedisServer]:
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="qbroker-redis-") as tmp:
         process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                tmp,
-                "--unixsocket",
-                f"{tmp}/redis.sock",
-                "--unixsocketperm",
-                "700",
-                *extra,
-            ],
+            redis_server_command(
+                binary, port, tmp, "--unixsocket", f"{tmp}/redis.sock", "--unixsocketperm", "700", *extra
+            ),
             stdout=subprocess.DEVNULL,
             stderr=subprocess.DEVNULL,
         )

@@ -38,7 +38,7 @@ from broker.store.redis import RedisStore, channel_for
 from tests.integration import test_store_contract as contract
 from tests.integration.test_store_contract import Listener, new_questionnaire, new_session
 from tests.scripted_client import ScriptedClient
-from tests.support import broker, need, token, wait_until
+from tests.support import broker, need, redis_server_command, token, wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -132,26 +132,9 @@ def local_cluster(with_replica: bool = False) -> Iterator[LocalCluster]:
         cluster = LocalCluster(all_ports[:MASTERS], {}, all_ports[MASTERS] if with_replica else None)
         try:
             for port in all_ports:
+                options = ("--cluster-enabled", "yes", "--cluster-config-file", f"nodes-{port}.conf")
                 cluster.processes[port] = subprocess.Popen(
-                    [
-                        "redis-server",
-                        "--port",
-                        str(port),
-                        "--bind",
-                        "127.0.0.1",
-                        "--cluster-enabled",
-                        "yes",
-                        "--cluster-config-file",
-                        f"nodes-{port}.conf",
-                        "--cluster-node-timeout",
-                        "2000",
-                        "--save",
-                        "",
-                        "--appendonly",
-                        "no",
-                        "--dir",
-                        tmp,
-                    ],
+                    redis_server_command("redis-server", port, tmp, *options, "--cluster-node-timeout", "2000"),
                     stdout=subprocess.DEVNULL,
                     stderr=subprocess.DEVNULL,
                 )
