@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
 import signal
 import subprocess
@@ -47,6 +46,8 @@ sys.path.insert(0, str(BENCH))
 sys.path.insert(0, str(BENCH.parent))
 
 import run as bench  # noqa: E402 - bench/run.py: its process helpers
+
+from clients.bots_stats import percentile  # noqa: E402
 
 # (label, module, class or None, function) in the order an answer passes them.
 POINTS = [
@@ -154,31 +155,30 @@ def report(samples: list[dict[str, int]]) -> None:
     """Each stage's p50 and p99, and its median over the slowest 1% of whole paths: where
     the tail's time goes, beside where the typical answer's does."""
     labels = [point[0] for point in POINTS]
-    whole = sorted(samples, key=lambda s: s[labels[-1]] - s[labels[0]])
-    slowest = whole[-max(1, len(whole) // 100) :]
+    first, last = labels[0], labels[-1]
+    slowest = sorted(samples, key=lambda s: s[last] - s[first])[-max(1, len(samples) // 100) :]
+
+    def row(name: str, since: str, until: str) -> float:
+        typical = _gaps(samples, since, until)
+        tail = _at(_gaps(slowest, since, until), 50)
+        print(f"  {name:<20} {_at(typical, 50):8.1f} {_at(typical, 99):8.1f} {tail:11.1f}")
+        return _at(typical, 50)
+
     print(f"{len(samples)} answers; time from the previous point, in microseconds")
     print(f"  {'':<20} {'p50':>8} {'p99':>8} {'slowest 1%':>11}")
-    total = 0.0
-    for previous, label in zip(labels, labels[1:], strict=False):
-
-        def gaps(among: list[dict[str, int]], since: str = previous, until: str = label) -> list[float]:
-            return sorted((s[until] - s[since]) / 1000 for s in among if s[until] >= s[since])
-
-        median = _pct(gaps(samples), 50)
-        total += median
-        print(f"  {label:<20} {median:8.1f} {_pct(gaps(samples), 99):8.1f} {_pct(gaps(slowest), 50):11.1f}")
-    span = [(s[labels[-1]] - s[labels[0]]) / 1000 for s in whole]
-    print(
-        f"  {'whole path':<20} {_pct(span, 50):8.1f} {_pct(span, 99):8.1f} {_pct(span[-len(slowest) :], 50):11.1f}"
-        f"  (the stages' p50s sum to {total:.1f})"
-    )
+    total = sum(row(label, previous, label) for previous, label in zip(labels, labels[1:], strict=False))
+    row("whole path", first, last)
+    print(f"  (the stages' p50s sum to {total:.1f})")
 
 
-def _pct(ordered: list[float], pct: float) -> float:
-    """Nearest-rank percentile of a sorted list (nan when empty)."""
-    if not ordered:
-        return float("nan")
-    return ordered[min(len(ordered), max(1, math.ceil(pct / 100 * len(ordered)))) - 1]
+def _gaps(samples: list[dict[str, int]], since: str, until: str) -> list[float]:
+    """The time from point ``since`` to point ``until`` of each answer, in us, sorted."""
+    return sorted((s[until] - s[since]) / 1000 for s in samples if s[until] >= s[since])
+
+
+def _at(ordered: list[float], pct: float) -> float:
+    value = percentile(ordered, pct)
+    return float("nan") if value is None else value
 
 
 def main() -> int:
