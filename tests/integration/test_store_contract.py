@@ -194,6 +194,11 @@ async def started_with_admin(
         await store.close()
 
 
+async def kill_pubsub_connections(admin: Redis) -> int:
+    """Drop every pub/sub connection to Redis, as a failover would; how many there were."""
+    return int(await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub"))  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
+
+
 @pytest.fixture
 def listener() -> Listener:
     return Listener()
@@ -859,7 +864,7 @@ async def test_a_lost_notice_connection_resubscribes_then_calls_on_reconnect(
         sid = new_session()
         await store.subscribe(sid)
 
-        assert await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub") >= 1  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
+        assert await kill_pubsub_connections(admin) >= 1
         await listener.next_reconnect()
 
         # on_reconnect runs only once Redis confirmed the subscriptions again.
@@ -874,7 +879,7 @@ async def test_a_session_subscribed_while_disconnected_is_subscribed_on_reconnec
     async with started_with_admin(real_redis, listener) as (store, admin):
         first, second = new_session(), new_session()
         await store.subscribe(first)
-        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
+        await kill_pubsub_connections(admin)
         await store.subscribe(second)  # waits for the reconnect's confirmation if need be
         await listener.next_reconnect()
 
@@ -1021,7 +1026,7 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(
         assert await store.compare_and_set(answered, state.version)
         clarify = advanced(answered, machine.Clarify(state.id, answered.step, "SECRET-REQUEST"))
         assert not await store.compare_and_set(clarify, state.version)  # a lost race
-        await admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")  # type: ignore[no-untyped-call]  # (redis-py leaves it unannotated)
+        await kill_pubsub_connections(admin)
         await listener.next_reconnect()
         assert await store.compare_and_set(clarify, answered.version)
 
