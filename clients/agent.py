@@ -574,7 +574,7 @@ class _Core:
             path,
             body=body,
             headers=headers,
-            wait=wait if send_wait else None,
+            wait=self._wait_within(wait, deadline) if send_wait else None,
             deadline=deadline,
         )
         if resume_of is not None and ambiguous and response.status_code == 409:
@@ -608,17 +608,21 @@ class _Core:
                 if pause > 0:
                     yield _Sleep(pause)
             polls += 1
-            follow_wait = wait
-            if deadline is not None:
-                # whole seconds: overshooting the deadline by < 1 s beats a busy loop
-                follow_wait = min(wait, float(math.ceil(max(0.0, deadline - self.s.clock()))))
             started = self.s.clock()
             response, _ = yield from self._send(
                 "GET",
                 self._questionnaire_path(pending.questionnaire_id),
-                wait=follow_wait,
+                wait=self._wait_within(wait, deadline),
                 deadline=deadline,
             )
+
+    def _wait_within(self, wait: float, deadline: float | None) -> float:
+        """The long poll's ``wait``, cut to what is left before the overall deadline (the
+        first request's too: ``timeout=3`` must not sit out a 30-second wait)."""
+        if deadline is None:
+            return wait
+        # whole seconds: overshooting the deadline by < 1 s beats a busy loop
+        return min(wait, float(math.ceil(max(0.0, deadline - self.s.clock()))))
 
     def _resumed_after_all(
         self, resume_of: tuple[str, int], refusal: httpx.Response, deadline: float | None

@@ -17,6 +17,7 @@ import argparse
 import json
 import os
 import sys
+import uuid
 from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
@@ -198,10 +199,18 @@ def run_ask(args: argparse.Namespace) -> int:
         tool_input = _read_tool_input(args.file, sys.stdin)
     except (OSError, ValueError) as exc:
         return _fail("ask", "bad_input", str(exc))
+    reattach = None
+    if tool_input.get("action") == "start":
+        # Chosen here, not in the SDK, so that a timeout can say how to get the same
+        # questionnaire back: the same command with this key.
+        key = args.idempotency_key or str(uuid.uuid4())
+        args.idempotency_key = key
+        reattach = f"to wait for it again, run the same command with --idempotency-key {key}"
     return _run(
         "ask",
         args,
         lambda client: client.call(tool_input, idempotency_key=args.idempotency_key),
+        reattach,
     )
 
 
@@ -216,7 +225,9 @@ def run_resume(args: argparse.Namespace) -> int:
     )
 
 
-def _run(command: str, args: argparse.Namespace, call: Callable[[Any], Any]) -> int:
+def _run(command: str, args: argparse.Namespace, call: Callable[[Any], Any], reattach: str | None = None) -> int:
+    """Run one SDK call; ``reattach`` tells, after a timeout, how to wait for the outcome
+    again (default: the HTTP request that re-attaches)."""
     from clients.agent import QBrokerError, QBrokerTimeout, dumps_result
 
     last: list[Any] = []
@@ -239,10 +250,17 @@ def _run(command: str, args: argparse.Namespace, call: Callable[[Any], Any]) -> 
         with client:
             result = call(client)
     except QBrokerTimeout as exc:
-        hint = ""
-        if exc.pending is not None:
-            hint = f" (questionnaireId={exc.pending.questionnaire_id} revision={exc.pending.revision})"
-        return _fail(command, exc.code, exc.message + hint)
+        if exc.pending is None:
+            return _fail(command, exc.code, exc.message)
+        qid = exc.pending.questionnaire_id
+        if reattach is None:
+            reattach = f"its outcome: GET {args.url.rstrip('/')}/v1/sessions/{args.session}/questionnaires/{qid}"
+        return _fail(
+            command,
+            exc.code,
+            f"questionnaire {qid} (revision {exc.pending.revision}) is still with the person after "
+            f"{args.timeout:g}s; it goes on. {reattach[0].upper()}{reattach[1:]}",
+        )
     except QBrokerError as exc:
         return _fail(command, exc.code, exc.message)
     except ValueError as exc:

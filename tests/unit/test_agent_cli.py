@@ -81,6 +81,26 @@ def test_resume_sends_the_resume_call_and_errors_name_the_code(
     assert captured.err.strip() == "qbroker resume: error stale_revision: questionnaire: latest is 3"
 
 
+def test_a_timeout_says_how_to_wait_for_the_same_questionnaire_again(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # ask: the same command with the idempotency key this run used (it gets the same
+    # questionnaire back); resume: the GET that re-attaches. Never the SDK's get().
+    seen = use_replies(monkeypatch, httpx.Response(202, json=pending(0, 1)))
+    monkeypatch.setattr("sys.stdin", io.StringIO('[{"id": "q"}]'))
+    assert main(["ask", "-", "--timeout", "0", *ARGS]) == 1
+    err = capsys.readouterr().err
+    key = seen[0].headers["Idempotency-Key"]
+    assert f"error timeout: questionnaire {QID} (revision 0) is still with the person after 0s" in err
+    assert f"run the same command with --idempotency-key {key}" in err
+    assert "get(" not in err
+
+    use_replies(monkeypatch, httpx.Response(202, json=pending(1, 0)))
+    assert main(["resume", "--id", QID, "--revision", "1", "--response", "r", "--timeout", "0", *ARGS]) == 1
+    err = capsys.readouterr().err
+    assert f"Its outcome: GET http://broker.test/v1/sessions/s/questionnaires/{QID}" in err
+
+
 def test_usage_errors_exit_1_so_that_2_always_means_needs_clarification(
     capsys: pytest.CaptureFixture[str],
 ) -> None:

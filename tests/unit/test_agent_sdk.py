@@ -206,6 +206,15 @@ def test_the_overall_timeout_raises_with_the_pending_state_to_reattach_later() -
     assert QID in info.value.message
 
 
+def test_the_overall_timeout_also_cuts_the_first_requests_wait() -> None:
+    # timeout=3 with wait=30: the POST must not ask the broker to hold it for 30 s.
+    script = Script(reply(200, tool_result()), reply(200, tool_result()))
+    with client(script, wait=30) as qb:
+        qb.start(QUESTIONS, timeout=3)
+        qb.get(QID, timeout=0.2)  # rounded up to whole seconds, as the follow-ups are
+    assert [r.url.params["wait"] for r in script.requests] == ["3", "1"]
+
+
 # --- retries ----------------------------------------------------------------------------
 
 
