@@ -1,13 +1,12 @@
 """The ASGI application: agent API, health, and the web client (the client websocket is broker/ws.py).
 
 ``BrokerApp`` sends the agent API's paths straight to ``broker/http.py`` and everything else
-(health, metrics, OpenAPI, the web client, lifespan) to a Starlette app.
+(health, metrics, OpenAPI, the web client) to a Starlette app; it runs the lifespan itself.
 """
 
 from __future__ import annotations
 
-import contextlib
-from collections.abc import AsyncIterator
+import traceback
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -23,7 +22,7 @@ from broker.metrics import CONTENT_TYPE
 from broker.openapi import build_openapi
 from broker.service import Broker
 from broker.store import open_store
-from broker.store.base import Store
+from broker.store.base import Store, StoreUnavailable
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "clients" / "web"
 OPENAPI_DOCUMENT = build_openapi()
@@ -74,7 +73,32 @@ class BrokerApp:
             if route is not None:
                 await self._agent_api(scope, receive, send, *route)
                 return
+        elif scope["type"] == "lifespan":
+            await self._lifespan(receive, send)
+            return
         await self._web(scope, receive, send)
+
+    async def _lifespan(self, receive: Receive, send: Send) -> None:
+        """Start the broker, and stop it at shutdown (the ASGI lifespan protocol). Handled
+        here, not by Starlette, so that a store that cannot be reached at startup says so in
+        one line (uvicorn logs it and exits 3), where Starlette would log a traceback."""
+        await receive()  # lifespan.startup
+        try:
+            await self.broker.start()
+        except StoreUnavailable as exc:
+            await send({"type": "lifespan.startup.failed", "message": f"qbroker cannot start: {exc}"})
+            return
+        except Exception:
+            await send({"type": "lifespan.startup.failed", "message": traceback.format_exc()})
+            return
+        await send({"type": "lifespan.startup.complete"})
+        await receive()  # lifespan.shutdown
+        try:
+            await self.broker.stop()
+        except Exception:
+            await send({"type": "lifespan.shutdown.failed", "message": traceback.format_exc()})
+            return
+        await send({"type": "lifespan.shutdown.complete"})
 
 
 def create_app(config: Config, store: Store | None = None) -> BrokerApp:
@@ -92,14 +116,6 @@ def create_app(config: Config, store: Store | None = None) -> BrokerApp:
         ),
     )
 
-    @contextlib.asynccontextmanager
-    async def lifespan(app: Starlette) -> AsyncIterator[None]:
-        await broker.start()
-        try:
-            yield
-        finally:
-            await broker.stop()
-
     routes: list[BaseRoute] = [
         Route("/healthz", healthz),
         Route("/readyz", readyz),
@@ -108,6 +124,6 @@ def create_app(config: Config, store: Store | None = None) -> BrokerApp:
     ]
     if WEB_DIR.is_dir():
         routes.append(Mount("/", StaticFiles(directory=WEB_DIR, html=True), name="web"))
-    web = Starlette(routes=routes, lifespan=lifespan)
+    web = Starlette(routes=routes)
     web.state.broker = broker
     return BrokerApp(broker, web)

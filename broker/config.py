@@ -26,6 +26,9 @@ def _create_whole_once(path: Path, content: str) -> None:
         os.unlink(aside)
 
 
+_REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+
+
 def _float(env: dict[str, str], name: str, default: float) -> float:
     raw = env.get(name)
     if raw is None or raw == "":
@@ -108,7 +111,19 @@ class Config:
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
             clean["data_dir"] = Path(clean["data_dir"])
-        return replace(config, **clean)
+        return replace(config, **clean).checked()
+
+    def checked(self) -> Config:
+        """This config, or a one-line stop naming what is wrong (before anything listens):
+        a port outside 1-65535 would otherwise wrap around to another port, and a Redis URL
+        without its scheme would end in a traceback at startup."""
+        if not 1 <= self.port <= 65535:
+            raise SystemExit(f"qbroker: the port must be between 1 and 65535, got {self.port}")
+        if self.redis_url is not None and not self.redis_url.startswith(_REDIS_SCHEMES):
+            raise SystemExit(
+                f"qbroker: the Redis URL must start with {', '.join(_REDIS_SCHEMES)}, got {self.redis_url!r}"
+            )
+        return self
 
     @property
     def secret_file(self) -> Path:

@@ -6,7 +6,9 @@ import argparse
 import contextlib
 import gc
 import logging
+import socket
 import sys
+from collections.abc import Callable
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -37,13 +39,22 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 class _Server(uvicorn.Server):
-    """uvicorn's server, telling the broker the moment a shutdown signal arrives.
+    """uvicorn's server, printing the banner once it listens, and telling the broker the
+    moment a shutdown signal arrives.
 
     uvicorn closes websockets (1012) and then waits for in-flight requests; waking the
     agent calls that are long-polling lets them answer 202 at once and re-attach elsewhere.
     """
 
     broker: Any = None
+    banner: Callable[[], None] | None = None
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        # Only now: the store answered and the port is ours (a port in use or an
+        # unreachable Redis exits inside super().startup, before any "listening" line).
+        if self.started and self.banner is not None:
+            self.banner()
 
     def handle_exit(self, sig: int, frame: Any) -> None:
         if self.broker is not None:
@@ -92,7 +103,7 @@ def run(args: argparse.Namespace) -> int:
     )
     server = _Server(uv_config)
     server.broker = app.state.broker
-    _banner(config, generated)
+    server.banner = lambda: _banner(config, generated)
     tune_gc()
     with contextlib.suppress(KeyboardInterrupt):
         server.run()  # uvicorn picks uvloop when installed (asyncio.run would not)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from broker.config import Config
@@ -36,6 +38,22 @@ def test_a_flag_can_be_switched_off(raw: str) -> None:
 def test_a_flag_that_is_neither_on_nor_off_stops_the_broker_with_its_name() -> None:
     with pytest.raises(SystemExit, match="QBROKER_REDIS_CLUSTER"):
         Config.from_env({"QBROKER_REDIS_CLUSTER": "sometimes"})
+
+
+@pytest.mark.parametrize(
+    ("env", "overrides", "says"),
+    [
+        ({}, {"port": 99999}, "between 1 and 65535, got 99999"),
+        ({"QBROKER_PORT": "0"}, {}, "between 1 and 65535, got 0"),
+        ({}, {"redis_url": "notaurl"}, "must start with redis://, rediss://, unix://, got 'notaurl'"),
+        ({"QBROKER_REDIS_URL": "http://127.0.0.1:6379"}, {}, "got 'http://127.0.0.1:6379'"),
+    ],
+)
+def test_a_port_out_of_range_or_a_redis_url_without_its_scheme_stops_the_broker_in_one_line(
+    env: dict[str, str], overrides: dict[str, object], says: str
+) -> None:
+    with pytest.raises(SystemExit, match=re.escape(says)):
+        Config.from_env(env, **overrides)
 
 
 def test_without_a_redis_url_the_store_is_the_memory_store() -> None:

@@ -1,0 +1,86 @@
+"""``qbroker serve`` when it cannot start: a taken port, a Redis that does not answer, a bad
+port or Redis URL. It says so in one line, exits non-zero, and never claims first that it
+is listening (the banner, with its tokens, comes only once the port is bound and the store
+answered)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+
+import pytest
+
+from tests.support import REPO_ROOT, BrokerProcess, broker_env, free_port
+
+BANNER = "qbroker listening on"
+
+
+@pytest.fixture
+def data_dir() -> Iterator[str]:
+    with tempfile.TemporaryDirectory(prefix="qbroker-startup-") as path:
+        yield path
+
+
+def serve(data_dir: str, *args: str, timeout: float = 30.0) -> subprocess.CompletedProcess[str]:
+    env = broker_env(data_dir)
+    del env["QBROKER_SECRET"]  # the case with the most to print: the generated secret's tokens
+    return subprocess.run(
+        [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", *args],
+        env=env,
+        cwd=str(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+
+
+def test_the_banner_comes_once_the_broker_listens(data_dir: str) -> None:
+    env = broker_env(data_dir)
+    del env["QBROKER_SECRET"]
+    process = BrokerProcess(free_port(), env, data_dir).start()
+    try:
+        log = process.log()
+        assert log.index("Uvicorn running on") < log.index(f"{BANNER} {process.url}"), log
+    finally:
+        process.stop()
+
+
+def test_a_taken_port_exits_3_without_the_banner(data_dir: str) -> None:
+    first = BrokerProcess(free_port(), broker_env(data_dir), data_dir).start()
+    try:
+        second = serve(data_dir, "--port", str(first.port))
+    finally:
+        first.stop()
+    output = second.stdout + second.stderr
+    assert second.returncode == 3, output
+    assert "address already in use" in output
+    assert BANNER not in output and "token=" not in output
+
+
+def test_an_unreachable_redis_exits_3_in_one_line_without_the_banner(data_dir: str) -> None:
+    nobody = free_port()  # nothing listens there
+    result = serve(data_dir, "--port", str(free_port()), "--redis-url", f"redis://127.0.0.1:{nobody}")
+    output = result.stdout + result.stderr
+    assert result.returncode == 3, output
+    assert (
+        f"qbroker cannot start: redis store: start failed: ConnectionError: Error connecting to 127.0.0.1:{nobody}"
+        in output
+    )
+    assert "Traceback" not in output
+    assert BANNER not in output and "token=" not in output
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["--port", "99999"], "qbroker: the port must be between 1 and 65535, got 99999"),
+        (["--redis-url", "notaurl"], "qbroker: the Redis URL must start with redis://, rediss://, unix://"),
+    ],
+)
+def test_a_bad_port_or_redis_url_exits_1_in_one_line(data_dir: str, args: list[str], says: str) -> None:
+    result = serve(data_dir, *args)
+    assert result.returncode == 1
+    assert result.stdout == ""
+    assert result.stderr.startswith(says) and result.stderr.count("\n") == 1, result.stderr
