@@ -30,7 +30,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
         "--redis-url", default=None, help="Redis URL (default: $QBROKER_REDIS_URL; none = memory store)"
     )
     parser.add_argument("--data-dir", default=None, help="where the generated secret lives (default: ~/.qbroker)")
-    parser.add_argument("--log-level", default=None, choices=["debug", "info", "warning", "error"])
+    parser.add_argument(
+        "--log-level",
+        default=None,
+        choices=["debug", "info", "warning", "error"],
+        help="log level (default: $QBROKER_LOG_LEVEL or info)",
+    )
     parser.epilog = (
         "Other settings come from QBROKER_* environment variables: QBROKER_SECRET, "
         "QBROKER_CLIENT_WAIT, QBROKER_RECONNECT_GRACE, QBROKER_RETENTION, "

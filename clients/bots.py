@@ -55,7 +55,8 @@ Before any load, each broker's /readyz is asked once: when none answers, nothing
 Ctrl-C starts no more questionnaires and lets those in flight finish; a second stops at
 once. The figures so far are reported either way.
 
-exit status: 0 clean, 1 verification mismatch, 2 other errors (or no broker answers),
+exit status: 0 clean, 1 verification mismatch, 2 other errors (or no broker answers, or the
+brokers refuse tokens signed with the secret),
 64 bad usage, 130 interrupted
 """
 
@@ -92,7 +93,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
     add("--sessions", type=int, default=4, help="concurrent sessions (default 4)")
     add("--bots", type=int, default=1, help="websocket clients per session (default 1)")
-    add("--codec", choices=("json", "msgpack", "mixed"), default="json", help="websocket subprotocol")
+    add(
+        "--codec",
+        choices=("json", "msgpack", "mixed"),
+        default="json",
+        help="websocket subprotocol (default json; mixed: json and msgpack, alternating)",
+    )
     add("--questions", type=int, default=3, help="questions per questionnaire (1-20, default 3)")
     add("--options", type=int, default=4, help="options per question (1-50, default 4)")
     add("--multi-share", type=float, default=0.3, help="share of multi-select questions (default 0.3)")
@@ -104,19 +110,24 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="pause before each bot action, ms or a range in ms (default 20-60; the broker's "
         "per-connection rate limit is 50 frames/s)",
     )
-    add("--clarify-rate", type=float, default=0.0, help="share of questionnaires with a clarification request")
-    add("--cancel-rate", type=float, default=0.0, help="share of questionnaires the person cancels")
+    add(
+        "--clarify-rate",
+        type=float,
+        default=0.0,
+        help="share of questionnaires with a clarification request (default 0)",
+    )
+    add("--cancel-rate", type=float, default=0.0, help="share of questionnaires the person cancels (default 0)")
     add(
         "--reconnect-churn",
         type=float,
         default=0.0,
-        help="per question, probability the answering bot drops and reconnects first",
+        help="per question, probability the answering bot drops and reconnects first (default 0)",
     )
     add("--count", type=int, default=20, help="stop after this many questionnaires (default 20)")
     add(
         "--duration", type=float, default=30.0, help="stop starting questionnaires after this many seconds (default 30)"
     )
-    add("--timeout", type=float, default=60.0, help="give up on one questionnaire after this many seconds")
+    add("--timeout", type=float, default=60.0, help="give up on one questionnaire after this many seconds (default 60)")
     add("--wait", type=float, default=30.0, help="the agent calls' long-poll ?wait= (seconds, default 30)")
     add("--processes", type=int, default=1, help="load-generator processes (default 1)")
     add("--seed", type=int, default=None, help="random seed (default: random)")
@@ -200,6 +211,35 @@ def probe_brokers(urls: list[str], timeout: float = 5.0) -> tuple[bool, list[str
     return reachable, warnings
 
 
+def token_refusal(urls: list[str], secret: str, timeout: float = 5.0) -> str | None:
+    """Why the brokers would refuse every bot (a token signed with another secret), or None.
+    Asked once, of each broker that answers, before any load: refused tokens would otherwise
+    be retried for the whole run and end in a table of close_4401 errors. An agent token
+    asks for a questionnaire that does not exist: 404 means the token was accepted."""
+    import ssl
+    import uuid
+
+    import httpx
+
+    from broker.auth import mint_token
+
+    sid = f"bots-preflight-{os.urandom(4).hex()}"
+    headers = {"Authorization": f"Bearer {mint_token(secret, sid, 'agent', ttl=60)}"}
+    with httpx.Client(verify=ssl.create_default_context(), timeout=timeout) as client:
+        for url in urls:
+            try:
+                response = client.get(f"{url}/v1/sessions/{sid}/questionnaires/{uuid.uuid4()}?wait=0", headers=headers)
+            except httpx.HTTPError:
+                continue  # not reachable: probe_brokers said so already
+            if response.status_code in (401, 403):
+                return (
+                    f"the broker at {url} refuses tokens signed with this secret (HTTP"
+                    f" {response.status_code}): pass the broker's QBROKER_SECRET with --secret"
+                    " (or --data-dir for one that generated its own)"
+                )
+    return None
+
+
 def likely_causes(report: dict[str, Any], urls: list[str]) -> list[str]:
     """What the operator most likely got wrong, when the figures show a known symptom."""
     causes = []
@@ -277,6 +317,10 @@ def run(args: argparse.Namespace) -> int:
         print(f"qbroker bots: {warning}", file=sys.stderr)
     if not reachable:
         print("qbroker bots: no broker to load-test; nothing was started", file=sys.stderr)
+        return EXIT_ERRORS
+    refusal = token_refusal(urls, secret)
+    if refusal:
+        print(f"qbroker bots: {refusal}; nothing was started", file=sys.stderr)
         return EXIT_ERRORS
     processes = max(1, min(args.processes, args.sessions, 64))
     seed = args.seed if args.seed is not None else int.from_bytes(os.urandom(4), "big")

@@ -273,6 +273,33 @@ def test_bots_need_a_token_secret(tmp_path: Path) -> None:
     assert not (tmp_path / "secret").exists()  # looked for, never made
 
 
+def test_bots_with_another_secret_stop_before_any_load(tmp_path: Path) -> None:
+    """A wrong --secret is said at once, in one line, not retried as close_4401 for the run."""
+    process = BrokerProcess(free_port(), broker_env(str(tmp_path)), str(tmp_path)).start()
+    try:
+        began = time.monotonic()
+        done = subprocess.run(
+            [sys.executable, "-m", "broker.cli", "bots", "--url", process.url, "--count", "2"]
+            + ["--secret", "not-the-brokers-secret-not-the-brokers"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+            env=bots_env(),
+            cwd=str(REPO_ROOT),
+        )
+        took = time.monotonic() - began
+    finally:
+        process.stop()
+    assert done.returncode == 2, done.stderr
+    assert done.stdout == ""
+    assert done.stderr == (
+        f"qbroker bots: the broker at {process.url} refuses tokens signed with this secret (HTTP 401):"
+        " pass the broker's QBROKER_SECRET with --secret (or --data-dir for one that generated its own);"
+        " nothing was started\n"
+    )
+    assert took < 20, took  # not the run's 30-second connect timeout
+
+
 def test_bots_use_the_secret_a_local_broker_generated(tmp_path: Path) -> None:
     """``qbroker serve`` without QBROKER_SECRET keeps a generated secret in its data dir, as
     the quick start runs it; the bots find it there, by QBROKER_DATA_DIR or --data-dir."""
