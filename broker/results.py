@@ -76,10 +76,13 @@ def result_text(state: Questionnaire) -> str:
     elif state.status == "cancelled":
         if state.cancellation_reason == "aborted":
             lines.append("The questionnaire was aborted by the agent before the user finished it.")
+            lines.extend(_partial_answers(state))
+            # The agent's own doing, not the person's: nothing to respect as their choice.
+            lines.append("The user did not decline these questions. Do not guess the missing answers.")
         else:
             lines.append(f"The user cancelled the questionnaire at question {state.current_index + 1} of {total}.")
-        lines.extend(_partial_answers(state))
-        lines.append("Treat this as the user's real decision. Do not guess the missing answers.")
+            lines.extend(_partial_answers(state))
+            lines.append("Treat this as the user's real decision. Do not guess the missing answers.")
     else:  # unavailable
         if state.cancellation_reason == "ui_unavailable":
             lines.append(

@@ -190,6 +190,9 @@ def test_an_agent_abort_says_so_and_that_nothing_was_answered() -> None:
     assert text[0] == f"QUESTIONNAIRE_CANCELLED questionnaireId={QID} revision=0"
     assert text[1] == "The questionnaire was aborted by the agent before the user finished it."
     assert text[2] == "No question had been answered."
+    # The agent's doing: never passed off to the model as the person's decision.
+    assert text[-1] == "The user did not decline these questions. Do not guess the missing answers."
+    assert "real decision" in lines(user_cancelled())[-1]
 
 
 def test_an_unavailable_ui_names_the_session() -> None:
