@@ -32,7 +32,7 @@ from typing import Any, Final, Protocol
 
 from broker import availability, frames, machine, results
 from broker.config import Config
-from broker.errors import BrokerError
+from broker.errors import BrokerError, invalid
 from broker.frames import Codec
 from broker.machine import Command, Questionnaire
 from broker.metrics import Metrics
@@ -260,6 +260,14 @@ class Broker:
                 log.info(
                     "questionnaire started",
                     extra={"session": session_id, "questionnaire": stored.id, "questions": len(questions)},
+                )
+            elif stored.questions != questions:
+                # The key names another questionnaire: a retry repeats its call, so this is
+                # a reused key, and handing back the other one would answer the wrong questions.
+                raise invalid(
+                    f"the Idempotency-Key was already used in this session for questionnaire {stored.id},"
+                    " whose questions differ; a retry must repeat the same questions (use a new key"
+                    " for a new questionnaire)"
                 )
             else:
                 log.info(

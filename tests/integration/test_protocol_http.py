@@ -400,6 +400,21 @@ async def test_idempotency_key_returns_the_same_questionnaire(deployment: Deploy
             tool_result(await agent.delete(qid))
 
 
+async def test_an_idempotency_key_reused_for_other_questions_is_refused(agent: Agent) -> None:
+    # A retry repeats its call; other questions under a used key are a reused key, and
+    # handing back the first questionnaire would answer the wrong questions.
+    first = await agent.start_pending(single(), key="reused")
+    message = error(await agent.start(multi(), key="reused", wait=0), 400, "invalid_arguments")
+    assert f"already used in this session for questionnaire {first['questionnaireId']}" in message
+    assert "questions differ" in message
+    # The same questions again (even spelt with extra spaces) are a retry, as before.
+    spaced = single()
+    spaced["prompt"] = f"  {spaced['prompt']} "
+    again = await agent.start_pending(spaced, key="reused")
+    assert again["questionnaireId"] == first["questionnaireId"]
+    tool_result(await agent.delete(first["questionnaireId"]))
+
+
 async def test_idempotency_key_is_per_session(deployment: Deployment, agent: Agent) -> None:
     mine = await agent.start_pending(single(), key="shared-key")
     async with Agent(deployment.agent_url, new_sid()) as other_agent:
