@@ -321,8 +321,9 @@ def _resume(state: Questionnaire, command: Resume, now: float) -> Questionnaire:
     if command.revision != state.revision:
         raise BrokerError(
             "stale_revision",
-            f"questionnaire: revision {command.revision} is stale; the latest revision of "
-            f"questionnaire {state.id} is {state.revision}",
+            f"questionnaire: revision {command.revision} is "
+            f"{'stale' if command.revision < state.revision else 'not a revision of it yet'}; "
+            f"the latest revision of questionnaire {state.id} is {state.revision}",
         )
     if state.status != "needs_clarification":
         raise BrokerError(

@@ -413,8 +413,11 @@ class ClientConnection:
         broker = self.broker
         try:
             frame = frames.parse_client_frame(frames.decode(payload, self.codec))
-        except BrokerError:
-            frame = None
+        except BrokerError as exc:
+            # A hello with a wrong field is told what is wrong (a close reason holds 123 bytes).
+            reason = exc.message if exc.message.startswith("hello") else "the first frame must be a hello"
+            self.close(CloseCode.PROTOCOL_VIOLATION, _close_reason(reason))
+            return
         if not isinstance(frame, frames.Hello):
             self.close(CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")
             return
@@ -509,3 +512,9 @@ class ClientConnection:
         if self.timer is not None:
             self.timer.cancel()
             self.timer = None
+
+
+def _close_reason(text: str) -> str:
+    """``text`` cut to the 123 bytes of UTF-8 a close frame's reason may hold."""
+    data = text.encode()
+    return text if len(data) <= 123 else data[:120].decode(errors="ignore") + "..."

@@ -6,9 +6,11 @@ from __future__ import annotations
 import asyncio
 import json
 import signal
+from typing import Any
 
 import msgpack
 import pytest
+import websockets
 
 from tests.integration.protocol_support import (
     Agent,
@@ -101,6 +103,42 @@ async def test_first_frame_not_a_hello_closes_4400(deployment: Deployment, sid: 
     ws = await raw_socket(deployment.client_ws_url, sid)
     await ws.send(first)
     assert await close_code(ws) == 4400
+
+
+@pytest.mark.parametrize(
+    ("hello_frame", "reason"),
+    [
+        (
+            {"type": "hello", "token": "t", "client": {"kind": "robot"}},
+            "hello client 'kind' must be one of tui, web, bot",
+        ),
+        ({"type": "hello", "token": "t", "extra": 1}, "hello frame has unknown key(s): extra"),
+        ({"type": "ping"}, "the first frame must be a hello"),
+    ],
+    ids=["bad-kind", "unknown-key", "not-a-hello"],
+)
+async def test_a_malformed_hello_closes_4400_saying_what_is_wrong(
+    deployment: Deployment, sid: str, hello_frame: dict[str, Any], reason: str
+) -> None:
+    ws = await raw_socket(deployment.client_ws_url, sid)
+    await ws.send(json.dumps(hello_frame))
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        await asyncio.wait_for(ws.recv(), 10)
+    assert closed.value.rcvd is not None
+    assert (closed.value.rcvd.code, closed.value.rcvd.reason) == (4400, reason)
+
+
+async def test_a_hello_with_a_long_unknown_key_gets_a_reason_cut_to_fit_a_close_frame(
+    deployment: Deployment, sid: str
+) -> None:
+    ws = await raw_socket(deployment.client_ws_url, sid)
+    await ws.send(json.dumps({"type": "hello", "token": "t", "é" * 200: 1}))
+    with pytest.raises(websockets.ConnectionClosed) as closed:
+        await asyncio.wait_for(ws.recv(), 10)
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 4400
+    reason = closed.value.rcvd.reason
+    assert reason.startswith("hello frame has unknown key(s): éé") and reason.endswith("...")
+    assert len(reason.encode()) <= 123
 
 
 async def test_ping_pong(deployment: Deployment, sid: str) -> None:

@@ -478,13 +478,14 @@ def test_resume_with_stale_revision_changes_nothing() -> None:
     state = clarify(resume(suspended(), "one"), "again?")
     assert state.revision == 2
     error = assert_refused(state, Resume(1, "late"), "stale_revision")
-    assert "latest revision" in error.message and "is 2" in error.message
+    assert "revision 1 is stale" in error.message and "latest revision" in error.message and "is 2" in error.message
     assert error.message.startswith("questionnaire:")
     assert error.http_status == 409
 
 
 def test_resume_with_a_future_revision_changes_nothing() -> None:
-    assert_refused(suspended(), Resume(2, "early"), "stale_revision")
+    error = assert_refused(suspended(), Resume(2, "early"), "stale_revision")
+    assert "revision 2 is not a revision of it yet; the latest revision" in error.message  # not "stale"
 
 
 def test_resume_while_in_progress_with_no_clarification_is_a_stale_revision() -> None:
