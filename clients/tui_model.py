@@ -157,6 +157,7 @@ class Row:
 class Notice:
     kind: Literal["info", "ok", "warn", "error"]
     text: str
+    about: object = None  # the questionnaire a "closed" notice is about (it goes with the next one's question)
 
 
 class TuiModel:
@@ -258,6 +259,8 @@ class TuiModel:
             and previous["questionnaireId"] == frame["questionnaireId"]
             and previous["question"]["id"] == frame["question"]["id"]
         )
+        if self.notice is not None and self.notice.about not in (None, frame["questionnaireId"]):
+            self.notice = None  # "completed" was about the last questionnaire, not this one
         self.view = "question"
         self.frame = frame
         self.suspended = None
@@ -917,6 +920,15 @@ class TuiModel:
             return [("class:status.info", truncate(text, width))]
         return []
 
+    def _enter_does(self, on_an_option: str) -> str:
+        """What Enter does on the highlighted row, for the key-hint bar (the Other, clarify
+        and cancel rows open something; they do not choose or continue)."""
+        rows = self.rows()
+        row = rows[self.highlight] if 0 <= self.highlight < len(rows) else None
+        if row is None or row.kind == "option" or (row.kind == "other" and self.is_multi and self.other):
+            return on_an_option
+        return {"other": "type your answer", "clarify": "ask the agent", "cancel": "cancel"}[row.kind]
+
     def _help_line(self, width: int) -> Line:
         if self.mode == "confirm":
             keys = [("y", "cancel questionnaire"), ("n/Esc", "keep answering")]
@@ -931,12 +943,12 @@ class TuiModel:
             keys = [
                 ("↑↓", "move"),
                 ("Space", "toggle"),
-                ("Enter", "continue"),
+                ("Enter", self._enter_does("continue")),
                 ("Esc", "cancel"),
                 ("Ctrl+C", "quit"),
             ]
         elif self.view == "question":
-            keys = [("↑↓", "move"), ("Enter", "choose"), ("Esc", "cancel"), ("Ctrl+C", "quit")]
+            keys = [("↑↓", "move"), ("Enter", self._enter_does("choose")), ("Esc", "cancel"), ("Ctrl+C", "quit")]
         elif self.view == "suspended":
             keys = [("Esc", "cancel questionnaire"), ("Ctrl+C", "quit")]
         else:
@@ -978,13 +990,14 @@ def _check_question(frame: Frame) -> None:
 def _closed_notice(frame: Frame) -> Notice:
     status = frame.get("status")
     reason = frame.get("reason")
+    about = frame.get("questionnaireId")
     if status == "completed":
-        return Notice("ok", "Questionnaire completed — your answers were sent to the agent.")
+        return Notice("ok", "Questionnaire completed — your answers were sent to the agent.", about)
     if status == "cancelled":
         if reason == "aborted":
-            return Notice("info", "The agent withdrew the questionnaire.")
-        return Notice("info", "Questionnaire cancelled — the agent was told.")
-    return Notice("warn", f"The questionnaire closed unanswered ({reason or status}).")
+            return Notice("info", "The agent withdrew the questionnaire.", about)
+        return Notice("info", "Questionnaire cancelled — the agent was told.", about)
+    return Notice("warn", f"The questionnaire closed unanswered ({reason or status}).", about)
 
 
 def _seconds_left(deadline: float | None, now: float) -> int:

@@ -514,6 +514,33 @@ def test_closed_frames_become_readable_notices() -> None:
     assert "withdrew" in screen(model)
 
 
+def test_a_closed_notice_goes_when_the_next_questionnaire_asks() -> None:
+    model = connected(question_frame(qn="qn-1"))
+    model.apply({"type": "closed", "questionnaireId": "qn-1", "status": "completed"})
+    model.apply(question_frame(qn="qn-1", step=2))  # still about qn-1 (a late view of it): kept
+    assert "Questionnaire completed" in screen(model)
+    model.apply(question_frame(qn="qn-2"))
+    assert "Questionnaire completed" not in screen(model)
+    # Other notices stay with the question they came with (an error, then a fresh view).
+    model.apply({"type": "error", "code": "stale_step", "message": "old step"})
+    model.apply(question_frame(qn="qn-3"))
+    assert "changed meanwhile" in screen(model)
+
+
+def test_the_hint_bar_says_what_enter_does_on_the_highlighted_row() -> None:
+    # rows: 3 options, Other, Ask to clarify, Cancel
+    for kind, on_option in (("single", "Enter choose"), ("multi", "Enter continue")):
+        model = connected(question_frame(kind))
+        assert on_option in screen(model)
+        for row, says in ((3, "Enter type your answer"), (4, "Enter ask the agent"), (5, "Enter cancel")):
+            model.highlight = row
+            assert says in screen(model), (kind, row)
+            assert on_option not in screen(model)
+    model = connected(question_frame("multi", draft={"other": "mine"}))
+    model.highlight = 3  # a filled Other row is like a checked option: Enter continues
+    assert "Enter continue" in screen(model)
+
+
 def test_error_frames_are_shown_readably_and_clear_busy() -> None:
     model = connected(question_frame())
     model.key("enter")
