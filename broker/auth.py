@@ -83,8 +83,7 @@ def verify_token(secret: str, token: str, *, role: Role) -> Claims:
     if not isinstance(sid, str) or token_role not in ROLES:
         raise BrokerError("unauthorized", "invalid token claims")
     if token_role != role:
-        article = "an" if token_role == "agent" else "a"
-        raise BrokerError("unauthorized", f"{article} {token_role} token cannot be used by a {role}")
+        raise BrokerError("unauthorized", f"{_a(token_role)} {token_role} token cannot be used by {_a(role)} {role}")
     return Claims(sid=sid, role=token_role, exp=float(exp) if exp is not None else None)
 
 
@@ -114,3 +113,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"qbroker token: {exc}", file=sys.stderr)
         return 1
     return 0
+
+
+def _a(role: str) -> str:
+    return "an" if role == "agent" else "a"

@@ -241,10 +241,13 @@ def _only(value: Mapping[str, Any], keys: frozenset[str], what: str) -> None:
     raise BrokerError("bad_frame", f"{what} frame has unknown key(s): {', '.join(unknown)}")
 
 
+_KIND_NAMES: Final = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
+
+
 def _field(value: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
     field = value.get(name)
     if not isinstance(field, kind) or isinstance(field, bool):
-        raise BrokerError("bad_frame", f"{what} '{name}' must be a {kind.__name__}")
+        raise BrokerError("bad_frame", f"{what} '{name}' must be {_KIND_NAMES.get(kind, kind.__name__)}")
     return field
 
 

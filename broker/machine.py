@@ -329,7 +329,7 @@ def _resume(state: Questionnaire, command: Resume, now: float) -> Questionnaire:
         raise BrokerError(
             "not_awaiting_clarification",
             f"questionnaire: questionnaire {state.id} (revision {state.revision}) is "
-            f"{state.status}, not awaiting clarification",
+            f"{_said(state.status)}, not awaiting clarification",
         )
     response = _bounded_text(command.response, "clarificationResponse", MAX_CLARIFICATION)
     if not response:
@@ -369,8 +369,13 @@ def _close(
 def _require_open(state: Questionnaire, action: str) -> None:
     if state.is_terminal:
         raise BrokerError(
-            "questionnaire_closed", f"cannot {action}: questionnaire {state.id} is already {state.status}"
+            "questionnaire_closed", f"cannot {action}: questionnaire {state.id} is already {_said(state.status)}"
         )
+
+
+def _said(status: str) -> str:
+    """A status in a message for people: "in progress", not the identifier "in_progress"."""
+    return status.replace("_", " ")
 
 
 def _check_client_command(state: Questionnaire, command: ClientCommand) -> None:
@@ -379,7 +384,7 @@ def _check_client_command(state: Questionnaire, command: ClientCommand) -> None:
             "stale_step", f"{_name(command)} names questionnaire {command.questionnaire_id}, not {state.id}"
         )
     if state.is_terminal:
-        raise BrokerError("stale_step", f"{_name(command)} refused: questionnaire {state.id} is {state.status}")
+        raise BrokerError("stale_step", f"{_name(command)} refused: questionnaire {state.id} is {_said(state.status)}")
     if command.step != state.step:
         raise BrokerError("stale_step", f"{_name(command)} names step {command.step}; the current step is {state.step}")
 

@@ -15,6 +15,7 @@ take no part in equality, and the frozen fields stay frozen).
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable, Mapping
 from typing import Any, Final, Generic, Literal, TypeVar
 
@@ -320,8 +321,11 @@ def _is_int(value: Any) -> bool:
 
 
 def _show(value: Any) -> str:
+    """``value`` as the agent wrote it (JSON: true, null, "radio"), cut to 40 characters."""
     try:
-        text = repr(value)
+        text = json.dumps(value, ensure_ascii=False)
     except RecursionError:  # a value nested ~1000 levels deep
         text = f"<a deeply nested {type(value).__name__}>"
+    except (TypeError, ValueError):  # not from JSON (a direct call)
+        text = repr(value)
     return text if len(text) <= 40 else text[:37] + "..."

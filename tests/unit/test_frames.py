@@ -172,7 +172,7 @@ def test_a_repeated_key_keeps_its_last_value() -> None:
 def test_an_integer_beyond_64_bits_is_no_integer_to_the_parser(number: int) -> None:
     # Read as a float, so refused wherever the protocol wants an integer (step, ref).
     value = decode(f'{{"type":"cancel","questionnaireId":"q","step":{number}}}', "json")
-    assert "'step' must be a int" in bad_frame(value).message
+    assert "'step' must be an integer" in bad_frame(value).message
     assert "'ref' must be" in bad_frame(decode(f'{{"type":"ping","ref":{number}}}', "json")).message
 
 
@@ -456,7 +456,7 @@ def test_a_ref_is_echoed_on_a_bad_frame_once_the_frame_has_a_type() -> None:
 def test_a_bad_frame_message_names_the_problem() -> None:
     assert "unknown key(s): extra, more" in bad_frame({"type": "ping", "more": 1, "extra": 2}).message
     assert "'step' must be >= 0" in bad_frame(CANCEL | {"step": -1}).message
-    assert "'step' must be a int" in bad_frame(CANCEL | {"step": "1"}).message
+    assert "'step' must be an integer" in bad_frame(CANCEL | {"step": "1"}).message
     assert "unknown frame type 'nope'" in bad_frame({"type": "nope"}).message
     long_type = bad_frame({"type": "x" * 100}).message
     assert "..." in long_type and len(long_type) < 100

@@ -495,7 +495,7 @@ def test_resume_while_in_progress_with_no_clarification_is_a_stale_revision() ->
 def test_resume_of_a_questionnaire_not_awaiting_clarification_changes_nothing() -> None:
     state = resume(suspended(), "one")
     error = assert_refused(state, Resume(1, "again"), "not_awaiting_clarification")
-    assert error.message.startswith("questionnaire:") and "in_progress" in error.message
+    assert error.message.startswith("questionnaire:") and "is in progress, not awaiting clarification" in error.message
     assert error.http_status == 409
 
 

@@ -381,7 +381,7 @@ REJECTIONS: list[Any] = [
     pytest.param(None, ["JSON object"], id="payload not an object"),
     pytest.param(["start"], ["JSON object"], id="payload is a list"),
     pytest.param({}, ['"action" is required'], id="action missing"),
-    pytest.param({"action": "stop"}, ["'stop'", '"start" or "resume"'], id="action unknown"),
+    pytest.param({"action": "stop"}, ['got "stop"', '"start" or "resume"'], id="action unknown"),
     pytest.param({"action": ["start"]}, ['"start" or "resume"'], id="action not a string"),
     pytest.param({"action": "start"}, ['"questions" must be a list'], id="start without questions"),
     pytest.param({"action": "start", "questions": {}}, ['"questions" must be a list'], id="questions a map"),
@@ -408,8 +408,8 @@ REJECTIONS: list[Any] = [
     pytest.param(_question_without("prompt"), ['question "q": "prompt" is required'], id="prompt missing"),
     pytest.param(start_payload(single("q", prompt="  ")), ['question "q": "prompt" must not be empty'], id="prompt blank"),
     pytest.param(start_payload(single("q", prompt="p" * 2001)), ['question "q": "prompt" is 2001 characters; the limit is 2000'], id="prompt 2001"),
-    pytest.param(_question_without("type"), ['question "q": "type" must be "single" or "multi"', "None"], id="type missing"),
-    pytest.param(start_payload(single("q", type="radio")), ['question "q": "type"', "'radio'"], id="type unknown"),
+    pytest.param(_question_without("type"), ['question "q": "type" must be "single" or "multi"', "got null"], id="type missing"),
+    pytest.param(start_payload(single("q", type="radio")), ['question "q": "type"', 'got "radio"'], id="type unknown"),
     pytest.param(start_payload(single("q", allowOther="yes")), ['question "q": "allowOther" must be true or false'], id="allowOther string"),
     pytest.param(start_payload(single("q", allowOther=1)), ['question "q": "allowOther" must be true or false'], id="allowOther integer"),
     pytest.param(start_payload(single("q", allowOther=None)), ['question "q": "allowOther" must be true or false'], id="allowOther null"),
@@ -435,12 +435,12 @@ REJECTIONS: list[Any] = [
     pytest.param(start_payload(single("s", maxSelections=1)), ['question "s": "maxSelections" is only allowed on multi'], id="maxSelections on single"),
     pytest.param(start_payload(single("s", maxSelections=None)), ['question "s": "maxSelections" is only allowed on multi'], id="null maxSelections on single"),
     pytest.param(start_payload(multi("m", minSelections=-1)), ['question "m": "minSelections" must be an integer >= 0', "-1"], id="minSelections negative"),
-    pytest.param(start_payload(multi("m", minSelections=True)), ['question "m": "minSelections" must be an integer', "True"], id="minSelections boolean"),
+    pytest.param(start_payload(multi("m", minSelections=True)), ['question "m": "minSelections" must be an integer', "got true"], id="minSelections boolean"),
     pytest.param(start_payload(multi("m", minSelections=1.0)), ['question "m": "minSelections" must be an integer'], id="minSelections float"),
     pytest.param(start_payload(multi("m", minSelections="1")), ['question "m": "minSelections" must be an integer'], id="minSelections string"),
     pytest.param(start_payload(multi("m", minSelections=None)), ['question "m": "minSelections" must be an integer'], id="minSelections null"),
     pytest.param(start_payload(multi("m", maxSelections=0)), ['question "m": "maxSelections" must be an integer >= 1', "0"], id="maxSelections zero"),
-    pytest.param(start_payload(multi("m", maxSelections=True)), ['question "m": "maxSelections" must be an integer >= 1', "True"], id="maxSelections boolean"),
+    pytest.param(start_payload(multi("m", maxSelections=True)), ['question "m": "maxSelections" must be an integer >= 1', "got true"], id="maxSelections boolean"),
     pytest.param(start_payload(multi("m", maxSelections=2.0)), ['question "m": "maxSelections" must be an integer'], id="maxSelections float"),
     pytest.param(start_payload(multi("m", minSelections=2, maxSelections=1)), ['question "m": "minSelections" (2) is above "maxSelections" (1)'], id="min above max"),
     pytest.param(start_payload(multi("m", ("x", "y", "z"), minSelections=5)), ['question "m": "minSelections" (5) is more than the 4 possible choices'], id="min above options plus Other"),
@@ -455,12 +455,12 @@ REJECTIONS: list[Any] = [
     pytest.param(resume_payload(questionnaireId=7), ['resume: "questionnaireId" must be a string'], id="resume id not a string"),
     pytest.param(resume_payload(questionnaireId=" "), ['resume: "questionnaireId" must not be empty'], id="resume id blank"),
     pytest.param(resume_payload(questionnaireId="i" * 129), ['resume: "questionnaireId" is 129 characters'], id="resume id 129"),
-    pytest.param(resume_payload(revision=_DROP), ['"revision" must be an integer >= 1', "None"], id="revision missing"),
+    pytest.param(resume_payload(revision=_DROP), ['"revision" must be an integer >= 1', "got null"], id="revision missing"),
     pytest.param(resume_payload(revision=0), ['"revision" must be an integer >= 1', "got 0"], id="revision zero"),
     pytest.param(resume_payload(revision=-3), ['"revision" must be an integer >= 1', "got -3"], id="revision negative"),
-    pytest.param(resume_payload(revision=True), ['"revision" must be an integer >= 1', "got True"], id="revision boolean"),
+    pytest.param(resume_payload(revision=True), ['"revision" must be an integer >= 1', "got true"], id="revision boolean"),
     pytest.param(resume_payload(revision=1.0), ['"revision" must be an integer >= 1', "got 1.0"], id="revision float"),
-    pytest.param(resume_payload(revision="1"), ['"revision" must be an integer >= 1', "got '1'"], id="revision string"),
+    pytest.param(resume_payload(revision="1"), ['"revision" must be an integer >= 1', 'got "1"'], id="revision string"),
     pytest.param(resume_payload(clarificationResponse=_DROP), ['resume: "clarificationResponse" is required'], id="response missing"),
     pytest.param(resume_payload(clarificationResponse=""), ['resume: "clarificationResponse" must not be empty'], id="response empty"),
     pytest.param(resume_payload(clarificationResponse="r" * 1001), ['resume: "clarificationResponse" is 1001 characters; the limit is 1000'], id="response 1001"),
@@ -492,7 +492,7 @@ def test_unknown_keys_are_all_named_in_sorted_order() -> None:
 
 def test_a_long_offending_value_is_shortened_in_the_message() -> None:
     message = rejection({"action": "x" * 500})
-    assert "'" + "x" * 36 + "..." in message
+    assert 'got "' + "x" * 36 + "..." in message
     assert len(message) < 200
 
 
