@@ -73,6 +73,9 @@ class BrokerApp:
             if route is not None:
                 await self._agent_api(scope, receive, send, *route)
                 return
+            if scope["path"].startswith("/v1/"):
+                await http.unknown_endpoint(scope, send)
+                return
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
             return

@@ -18,6 +18,7 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "forbidden": 403,
     "unknown_questionnaire": 404,
     "unknown_session": 404,
+    "not_found": 404,  # a path under /v1/ that is no endpoint
     "stale_revision": 409,
     "not_awaiting_clarification": 409,
     "questionnaire_closed": 409,

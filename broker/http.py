@@ -92,14 +92,7 @@ class AgentAPI:
             log.exception("agent API call failed", extra={"path": scope["path"], "method": method})
             status = 500
             body = _error_body("internal_error", "questionnaire: the broker failed on this call; see its log")
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra],
-            }
-        )
-        await send({"type": "http.response.body", "body": body})
+        await _respond(send, status, body, extra)
 
     async def _handle(
         self, scope: Scope, receive: Receive, method: str, sid: str, qid: str | None
@@ -139,6 +132,28 @@ class AgentAPI:
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
         return broker
+
+
+async def unknown_endpoint(scope: Scope, send: Send) -> None:
+    """A JSON 404 for any other path under /v1/: a wrong base URL (``--url .../v1``) or a
+    typo is told what the API's paths are, in the API's own error shape."""
+    message = (
+        f"questionnaire: no such endpoint: {scope['method']} {scope['path']}; the agent API is "
+        "POST /v1/sessions/{sid}/questionnaire and GET/DELETE /v1/sessions/{sid}/questionnaires/{id}, "
+        "the client websocket /v1/sessions/{sid}/ws (is the broker URL its base, with no path?)"
+    )
+    await _respond(send, 404, _error_body("not_found", message), [])
+
+
+async def _respond(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
 
 
 def _error_body(code: str, message: str) -> bytes:

@@ -532,16 +532,20 @@ async def test_head_on_a_questionnaire_is_its_get_without_a_body(agent: Agent) -
         "/v1/sessions/s/questionnaires/q/",
         "/v1/sessions/s/questionnaires/q/more",
         "/v1/sessions/s/x/questionnaire",
+        "/v1/v1/sessions/s/questionnaire",  # a broker URL given with /v1 on it
+        "/v1/nothing",
     ],
 )
 async def test_paths_beside_the_agent_api_are_not_found(deployment: Deployment, path: str) -> None:
+    # In the API's own JSON error shape, saying what its paths are, for any method.
     async with httpx.AsyncClient() as http:
-        response = await http.post(
-            f"{deployment.agent_url}{path}", headers={"Authorization": f"Bearer {token('s', 'agent')}"}
-        )
-        assert response.status_code in (404, 405), response.text
-        response = await http.get(f"{deployment.agent_url}{path}")
-        assert response.status_code == 404, response.text
+        for method in ("POST", "GET", "DELETE"):
+            response = await http.request(
+                method, f"{deployment.agent_url}{path}", headers={"Authorization": f"Bearer {token('s', 'agent')}"}
+            )
+            message = error(response, 404, "not_found")
+            assert f"no such endpoint: {method} {path};" in message
+            assert "POST /v1/sessions/{sid}/questionnaire" in message
 
 
 NOT_PLAIN_JSON: dict[str, bytes] = {
