@@ -11,6 +11,7 @@ import functools
 import re
 import sys
 import time
+import warnings
 from typing import Any, Literal
 
 import jwt
@@ -22,6 +23,22 @@ Role = Literal["agent", "client"]
 ROLES: tuple[Role, ...] = ("agent", "client")
 SESSION_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 ANY_SESSION = "*"
+# HS256 wants a key of at least 32 bytes (RFC 7518, 3.2). A shorter secret still works, and
+# ``serve`` and ``token`` say so once, in their own words: PyJWT's warning (with its file
+# and line) would otherwise come with every token minted.
+MIN_SECRET_BYTES = 32
+warnings.filterwarnings("ignore", message=r"The HMAC key is \d+ bytes long")  # (PyJWT >= 2.10)
+
+
+def weak_secret(secret: str) -> str | None:
+    """A warning when ``secret`` is too short to sign HS256 tokens safely, else None."""
+    size = len(secret.encode())
+    if size >= MIN_SECRET_BYTES:
+        return None
+    return (
+        f"the token secret is {size} bytes; use at least {MIN_SECRET_BYTES} (for example the output of"
+        " python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+    )
 
 
 class Claims(msgspec.Struct, frozen=True):
@@ -105,13 +122,29 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from broker.config import Config
 
+    if args.ttl is not None and not args.ttl > 0:
+        print(f"qbroker token: --ttl must be a positive number of seconds, got {args.ttl:g}", file=sys.stderr)
+        return 1
     config = Config.from_env(data_dir=args.data_dir)
-    secret = args.secret or config.secret_or_file()
+    secret = args.secret or config.secret
+    if not secret:
+        existed = config.secret_file.exists()
+        secret = config.secret_or_file()
+        if not existed:
+            print(
+                f"qbroker token: note: no secret was set, so one was generated in {config.secret_file}; only a"
+                " broker using that data dir (or QBROKER_SECRET set to it) accepts this token",
+                file=sys.stderr,
+            )
     try:
-        print(mint_token(secret, args.session, args.role, args.ttl))
+        minted = mint_token(secret, args.session, args.role, args.ttl)
     except ValueError as exc:
         print(f"qbroker token: {exc}", file=sys.stderr)
         return 1
+    warning = weak_secret(secret)
+    if warning:
+        print(f"qbroker token: warning: {warning}", file=sys.stderr)
+    print(minted)
     return 0
 
 

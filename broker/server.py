@@ -84,6 +84,11 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from dataclasses import replace
 
+    from broker.auth import weak_secret
+
+    warning = weak_secret(secret)
+    if warning:
+        print(f"qbroker serve: warning: {warning}", file=sys.stderr, flush=True)
     config = replace(config, secret=secret)
     app = create_app(config)
     uv_config = uvicorn.Config(

@@ -84,3 +84,14 @@ def test_a_bad_port_or_redis_url_exits_1_in_one_line(data_dir: str, args: list[s
     assert result.returncode == 1
     assert result.stdout == ""
     assert result.stderr.startswith(says) and result.stderr.count("\n") == 1, result.stderr
+
+
+def test_a_short_secret_is_warned_about_and_the_broker_still_starts(data_dir: str) -> None:
+    env = broker_env(data_dir, secret="short")
+    process = BrokerProcess(free_port(), env, data_dir).start()
+    try:
+        log = process.log()
+    finally:
+        process.stop()
+    assert "qbroker serve: warning: the token secret is 5 bytes; use at least 32" in log
+    assert "InsecureKeyLengthWarning" not in log
