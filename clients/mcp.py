@@ -358,4 +358,18 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"qbroker mcp: error bad_arguments: {exc}", file=sys.stderr)
         return 1
+    except BaseException as exc:
+        if not _host_gone(exc):
+            raise
+        # The host closed our stdout (it quit, or dropped us mid-call): like the end of
+        # stdin, a normal end. The questionnaire goes on; the agent can re-attach later.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        print("qbroker mcp: the host closed the connection", file=sys.stderr)
     return 0
+
+
+def _host_gone(exc: BaseException) -> bool:
+    """Whether ``exc`` is only the host's end of the pipe closing (in anyio's task groups)."""
+    if isinstance(exc, BaseExceptionGroup):
+        return all(_host_gone(inner) for inner in exc.exceptions)
+    return isinstance(exc, (BrokenPipeError, ConnectionResetError))

@@ -5,7 +5,9 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import subprocess
 import sys
+import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -227,3 +229,73 @@ async def test_nobody_connected_is_an_unavailable_result_not_an_error(live: Brok
     assert result.is_error is False
     assert text_of(result).startswith("QUESTIONNAIRE_UNAVAILABLE")
     assert result.structured_content["cancellationReason"] == "ui_unavailable"
+
+
+def test_a_host_that_closes_our_stdout_mid_call_ends_the_server_quietly(live: BrokerProcess, sid: str) -> None:
+    """The host quit while a call was with the person: no traceback, exit 0 once stdin ends."""
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    server = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "broker.cli",
+            "mcp",
+            "--url",
+            live.url,
+            "--session",
+            sid,
+            "--token",
+            token(sid, "agent"),
+        ],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+        cwd=str(REPO_ROOT),
+    )
+    assert server.stdin is not None and server.stdout is not None and server.stderr is not None
+
+    def send(message: dict[str, Any]) -> None:
+        assert server.stdin is not None
+        server.stdin.write(json.dumps(message).encode() + b"\n")
+        server.stdin.flush()
+
+    try:
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {
+                    "protocolVersion": "2025-06-18",
+                    "capabilities": {},
+                    "clientInfo": {"name": "t", "version": "1"},
+                },
+            }
+        )
+        assert json.loads(server.stdout.readline())["id"] == 1
+        send({"jsonrpc": "2.0", "method": "notifications/initialized"})
+        arguments = json.loads((EXAMPLES / "single.json").read_text())
+        send(
+            {
+                "jsonrpc": "2.0",
+                "id": 2,
+                "method": "tools/call",
+                "params": {"name": "questionnaire", "arguments": arguments},
+            }
+        )
+        server.stdout.close()  # the host goes away; the answer (unavailable, after ~1 s) has nowhere to go
+        time.sleep(3)  # the answer's write fails meanwhile
+        server.stdin.close()
+        code = server.wait(QUICK)
+        text = server.stderr.read().decode(errors="replace")
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait(5)
+        server.stderr.close()
+    assert code == 0, text
+    assert "Traceback" not in text and "ExceptionGroup" not in text, text
+    assert "qbroker mcp: the host closed the connection" in text
