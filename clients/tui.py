@@ -88,8 +88,19 @@ STYLE: dict[str, str] = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--url", required=True, help="the broker's base URL, e.g. http://127.0.0.1:8700")
-    parser.add_argument("--session", required=True, help="the session id to answer for")
+    env_url, env_session = os.environ.get("QBROKER_URL"), os.environ.get("QBROKER_SESSION")
+    parser.add_argument(
+        "--url",
+        default=env_url,
+        required=env_url is None,
+        help="the broker's base URL, e.g. http://127.0.0.1:8700 (default: $QBROKER_URL)",
+    )
+    parser.add_argument(
+        "--session",
+        default=env_session,
+        required=env_session is None,
+        help="the session id to answer for (default: $QBROKER_SESSION)",
+    )
     parser.add_argument(
         "--token",
         default=None,

@@ -675,6 +675,17 @@ def test_run_without_a_token_explains_and_fails(
     assert "QBROKER_TOKEN" in capsys.readouterr().err
 
 
+def test_url_and_session_come_from_the_environment_as_for_ask(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("QBROKER_URL", "http://127.0.0.1:8700")
+    monkeypatch.setenv("QBROKER_SESSION", "demo")
+    args = parse()
+    assert (args.url, args.session) == ("http://127.0.0.1:8700", "demo")
+    assert parse("--session", "other").session == "other"  # a flag still wins
+    monkeypatch.delenv("QBROKER_URL")
+    with pytest.raises(SystemExit):
+        parse()  # no URL anywhere: a usage error
+
+
 def test_run_rejects_a_bad_url_or_session(capsys: pytest.CaptureFixture[str]) -> None:
     assert tui.run(parse("--url", "ftp://x", "--session", "s", "--token", "t")) == 2
     assert tui.run(parse("--url", "http://x", "--session", "bad session", "--token", "t")) == 2
