@@ -15,11 +15,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import uuid
 from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
+
+from clients.broker_args import add_url_and_session
 
 EXIT_ERROR = 1
 
@@ -79,19 +80,7 @@ def _exit_one_on_usage_error(parser: argparse.ArgumentParser) -> None:
 def _common(parser: argparse.ArgumentParser) -> None:
     parser.formatter_class = argparse.RawDescriptionHelpFormatter
     _exit_one_on_usage_error(parser)
-    env_url, env_session = os.environ.get("QBROKER_URL"), os.environ.get("QBROKER_SESSION")
-    parser.add_argument(
-        "--url",
-        default=env_url,
-        required=env_url is None,
-        help="the broker's base URL, e.g. http://127.0.0.1:8700 (default: $QBROKER_URL)",
-    )
-    parser.add_argument(
-        "--session",
-        default=env_session,
-        required=env_session is None,
-        help="session id the questionnaire belongs to (default: $QBROKER_SESSION)",
-    )
+    add_url_and_session(parser, "session id the questionnaire belongs to")
     parser.add_argument(
         "--token",
         default=None,

@@ -25,6 +25,8 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
+from clients.broker_args import add_url_and_session
+
 if TYPE_CHECKING:
     import mcp_types as types
 
@@ -291,16 +293,8 @@ example host configuration (Claude Code: .mcp.json; Claude Desktop: claude_deskt
 try it by hand:
   npx @modelcontextprotocol/inspector qbroker mcp --url http://127.0.0.1:8700 --session demo
 """
-    parser.add_argument(
-        "--url",
-        default=os.environ.get("QBROKER_URL"),
-        help="the broker's base URL (default: $QBROKER_URL)",
-    )
-    parser.add_argument(
-        "--session",
-        default=os.environ.get("QBROKER_SESSION"),
-        help="session id the questionnaires belong to (default: $QBROKER_SESSION)",
-    )
+    # Not required by argparse: --print-tool needs neither (run() checks them otherwise).
+    add_url_and_session(parser, "session id the questionnaires belong to", required=False)
     parser.add_argument("--token", default=None, help="agent token (default: $QBROKER_TOKEN)")
     parser.add_argument(
         "--wait",

@@ -27,6 +27,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from clients.broker_args import add_url_and_session
 from clients.tui_model import (
     FATAL_CLOSE_CODES,
     TuiModel,
@@ -88,19 +89,7 @@ STYLE: dict[str, str] = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    env_url, env_session = os.environ.get("QBROKER_URL"), os.environ.get("QBROKER_SESSION")
-    parser.add_argument(
-        "--url",
-        default=env_url,
-        required=env_url is None,
-        help="the broker's base URL, e.g. http://127.0.0.1:8700 (default: $QBROKER_URL)",
-    )
-    parser.add_argument(
-        "--session",
-        default=env_session,
-        required=env_session is None,
-        help="the session id to answer for (default: $QBROKER_SESSION)",
-    )
+    add_url_and_session(parser, "the session id to answer for")
     parser.add_argument(
         "--token",
         default=None,
