@@ -1133,7 +1133,13 @@ broker on any machine (see "Which machine").
   every target in nine of those twelve. There the tail was Redis's: in `bench/answer_path.py --store redis`, the
   slowest 1% of answers took 330-420 us inside the clients' broker against a p50 of
   190-227 us, and the commit (the script's round trip) was 240-270 us of it, against
-  113-135 us at the p50; no other stage was more than 16 us above its own p50.
+  113-135 us at the p50; no other stage was more than 16 us above its own p50. On a sixth
+  (an AMD EPYC of family 25, model 1, on 2026-12-03/04, where the pure-Python loop ran at
+  6-12 ms from one minute to the next) the same code missed the Redis answer p50 in all six
+  full runs (2.7x-3.5x) and its p99 too (3.4x-3.8x); there the answer's script alone took
+  48 us inside Redis at the p50 and 116 us at the p99 (INFO latencystats); called alone
+  every 200 us it took 28-35 us, and 18-23 us when it published the record as it came
+  instead of building the notice around it (not kept: other brokers need the notice).
 
 ## The run recorded here
 
