@@ -287,7 +287,10 @@ def test_a_host_that_closes_our_stdout_mid_call_ends_the_server_quietly(live: Br
             }
         )
         server.stdout.close()  # the host goes away; the answer (unavailable, after ~1 s) has nowhere to go
-        time.sleep(3)  # the answer's write fails meanwhile
+        # The call ends (unavailable: no client, client_wait=1 s) and its answer's write fails
+        # on the closed pipe; nothing outside the server shows that until its stdin ends, so
+        # this waits for it: 3 s covers the 1 s and the broker's round trips many times over.
+        time.sleep(3)
         server.stdin.close()
         code = server.wait(QUICK)
         text = server.stderr.read().decode(errors="replace")
