@@ -25,7 +25,11 @@ from broker.store.base import StoreUnavailable
 
 log = logging.getLogger("qbroker.http")
 
-MAX_BODY_BYTES = 2 * 1024 * 1024  # the largest valid tool input is well under 1 MiB
+# The seed's limits count characters, not bytes: a tool input at every limit (20 questions of
+# 50 options, ~875,000 characters) is 0.9 MiB in ASCII but 10.5 MB when each character is an
+# emoji that the agent's JSON encoder escapes ("\ud83d\ude00", 12 bytes). No valid input
+# written out plainly is refused; the token is checked before the body is read.
+MAX_BODY_BYTES = 16 * 1024 * 1024
 MAX_WAIT = 300.0
 DEFAULT_WAIT = 30.0
 MAX_IDEMPOTENCY_KEY = 200
@@ -221,7 +225,7 @@ _UTF8_BOM: Final = b"\xef\xbb\xbf"
 
 async def _body(receive: Receive, length: str | None) -> bytes:
     if length is not None and length.isdecimal() and int(length) > MAX_BODY_BYTES:
-        raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 2 MiB")
+        raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 16 MiB")
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -231,7 +235,7 @@ async def _body(receive: Receive, length: str | None) -> bytes:
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:
-            raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 2 MiB")
+            raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 16 MiB")
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)

@@ -276,7 +276,7 @@ _ERRORS: Final[dict[str, str]] = {
     "403": "forbidden: an agent token for another session.",
     "404": "unknown_questionnaire: no such questionnaire in this session (or it expired).",
     "409": "stale_revision / not_awaiting_clarification (resume), conflict (a storm of concurrent writes).",
-    "413": "payload_too_large: a body over 2 MiB.",
+    "413": "payload_too_large: a body over 16 MiB.",
     "503": "store_unavailable (Redis cannot be reached) or shutting_down (this process drains): retry.",
 }
 

@@ -573,7 +573,7 @@ def test_hostile_http_bodies_and_queries_are_4xx(api_broker: BrokerProcess) -> N
         for body in ("[" * 100_000, '{"action": "start", "questions": ' + "[" * 900 + "]" * 900 + "}"):
             response = http.post(url, content=body, headers=headers)
             assert response.status_code == 400 and response.json()["error"]["code"] == "invalid_arguments"
-        response = http.post(url, content=b"{" + b" " * (3 * 1024 * 1024) + b"}", headers=headers)
+        response = http.post(url, content=b"{" + b" " * (17 * 1024 * 1024) + b"}", headers=headers)
         assert response.status_code == 413 and response.json()["error"]["code"] == "payload_too_large"
         response = http.post(f"{url}?wiat=5", json=start_body(), headers=headers)
         assert response.status_code == 400 and "wiat" in response.json()["error"]["message"]

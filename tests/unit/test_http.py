@@ -101,18 +101,50 @@ async def test_a_body_in_chunks_is_joined(app: BrokerApp) -> None:
     assert json.loads(body["body"])["status"] == "pending"
 
 
-async def test_a_streamed_body_over_2_mib_is_413_without_reading_it_all(app: BrokerApp) -> None:
+async def test_a_streamed_body_over_the_limit_is_413_without_reading_it_all(app: BrokerApp) -> None:
     scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0")
-    chunk = {"type": "http.request", "body": b" " * (1024 * 1024), "more_body": True}
+    chunk = {"type": "http.request", "body": b" " * (http.MAX_BODY_BYTES // 2 + 1), "more_body": True}
     messages = [chunk, chunk, chunk, chunk, _body(b"{}")]
     start, body = await _call(app, scope, messages)
     assert start["status"] == 413
     assert json.loads(body["body"])["error"]["code"] == "payload_too_large"
-    assert len(messages) == 2, "the call stopped reading once past the limit"
+    assert len(messages) == 3, "the call stopped reading once past the limit (after two halves and a byte)"
 
 
-async def test_a_declared_length_over_2_mib_is_413_before_the_body(app: BrokerApp) -> None:
-    headers = [(b"content-length", str(3 * 1024 * 1024).encode())]
+async def test_an_input_at_every_limit_is_taken_even_with_every_character_escaped(app: BrokerApp) -> None:
+    """The limits count characters: 20 questions of 50 options, every text at its limit and
+    every character an emoji that json.dumps escapes to 12 bytes, is a valid call of ~10.5 MB."""
+    from broker import model
+
+    def text(limit: int, tag: str) -> str:
+        return tag + "😀" * (limit - len(tag))
+
+    questions = [
+        {
+            "id": text(model.MAX_ID, f"q{q}"),
+            "label": text(model.MAX_LABEL, ""),
+            "prompt": text(model.MAX_PROMPT, ""),
+            "type": "single",
+            "options": [
+                {
+                    "id": text(model.MAX_ID, f"o{o}"),
+                    "label": text(model.MAX_LABEL, ""),
+                    "description": text(model.MAX_DESCRIPTION, ""),
+                }
+                for o in range(model.MAX_OPTIONS)
+            ],
+        }
+        for q in range(model.MAX_QUESTIONS)
+    ]
+    body = json.dumps({"action": "start", "questions": questions}).encode()  # ensure_ascii: \ud83d\ude00
+    assert 10_000_000 < len(body) <= http.MAX_BODY_BYTES
+    scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0")
+    start, reply = await _call(app, scope, [_body(body)])
+    assert start["status"] == 202, reply["body"][:300]
+
+
+async def test_a_declared_length_over_the_limit_is_413_before_the_body(app: BrokerApp) -> None:
+    headers = [(b"content-length", str(http.MAX_BODY_BYTES + 1).encode())]
     scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"", headers)
     start, body = await _call(app, scope, [])
     assert start["status"] == 413
