@@ -117,6 +117,7 @@ _BACKOFF_MIN: Final = 0.05
 _BACKOFF_MAX: Final = 2.0
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
 _STANDALONE: Final = "redis"  # the name of the only link on a single Redis
+_PROBE_SESSION: Final = "qbroker-start-probe"  # a session only start() uses (see _try_access)
 _OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
 _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
 
@@ -464,6 +465,25 @@ class _Link:
             self.connection = connection
         return early
 
+    async def probe(self, channel: bytes) -> None:
+        """Subscribe to ``channel`` and leave it again, before the reader runs: a Redis
+        user that may not subscribe (an ACL without channel rights: NOPERM) or a Redis that
+        wants a password (NOAUTH) fails the broker's start, not every client after it."""
+        connection = self.connection
+        assert connection is not None, "probe() follows connect()"
+        store = self.store
+        for command, confirmation in (
+            (store._subscribe_command, store._confirmations[0]),
+            (store._unsubscribe_command, store._unsubscribe_command.lower().encode()),
+        ):
+            await connection.send_command(command, channel, check_health=False)
+            while True:  # an error reply raises (ResponseError, or AuthenticationError)
+                reply = await connection.read_response(timeout=_CONFIRM_TIMEOUT, push_request=True)
+                if reply is None:
+                    raise RedisTimeoutError(f"{command} was not confirmed in time")
+                if isinstance(reply, list) and reply and reply[0] == confirmation:
+                    break
+
     async def send(self, *command: EncodableT) -> None:
         """Send ``command`` on the connection, if it is up.
 
@@ -560,7 +580,11 @@ class _Link:
                     self._kicked = False
                     continue
                 logger.warning(
-                    "redis notice connection %s lost (%s); reconnecting in %.2fs", self.name, type(exc).__name__, delay
+                    "redis notice connection %s lost (%s: %s); reconnecting in %.2fs",
+                    self.name,
+                    type(exc).__name__,
+                    exc,
+                    delay,
                 )
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, _BACKOFF_MAX)
@@ -872,6 +896,13 @@ class RedisStore(Store):
                     self._link(self._route(channel)).channels.add(channel)
                 for name, link in self._links.items():
                     early[name] = await link.connect()
+                if not isinstance(self._client, RedisCluster):
+                    await self._try_access()
+        except ResponseError as exc:  # NOPERM, a DB index out of range, ...: not worth retrying
+            for link in self._links.values():
+                await link.disconnect()
+            self._links.clear()
+            raise StoreUnavailable(f"redis store: start failed: Redis refused: {exc}") from exc
         except BaseException:
             for link in self._links.values():
                 await link.disconnect()
@@ -880,6 +911,12 @@ class RedisStore(Store):
         self._started = True
         for name, link in self._links.items():
             link.run(early[name])
+
+    async def _try_access(self) -> None:
+        """Use what the broker needs once, on a session no one has: a subscription on the
+        notice connection and a script on the command connection (its keys included)."""
+        await self._links[_STANDALONE].probe(channel_for(_PROBE_SESSION).encode())
+        await self.head(_PROBE_SESSION)
 
     async def close(self) -> None:
         self._started = False
@@ -909,6 +946,9 @@ class RedisStore(Store):
                     return_exceptions=True,
                 )
                 return any(answer is True for answer in answers)
+            link = self._links.get(_STANDALONE)
+            if link is not None and link.connection is None:
+                return False  # notices cannot arrive: clients are refused until it is back
             return bool(await self._client.ping())
         except (RedisError, RedisClusterException, OSError):
             return False

@@ -11,8 +11,9 @@ import tempfile
 from collections.abc import Iterator
 
 import pytest
+import redis
 
-from tests.support import REPO_ROOT, BrokerProcess, broker_env, free_port
+from tests.support import REPO_ROOT, BrokerProcess, RedisServer, broker_env, free_port, redis_server
 
 BANNER = "qbroker listening on"
 
@@ -95,3 +96,38 @@ def test_a_short_secret_is_warned_about_and_the_broker_still_starts(data_dir: st
         process.stop()
     assert "qbroker serve: warning: the token secret is 5 bytes; use at least 32" in log
     assert "InsecureKeyLengthWarning" not in log
+
+
+@pytest.fixture(scope="module")
+def guarded_redis() -> Iterator[RedisServer]:
+    """A Redis with a password, and a user ``noticeless`` who may use every key and command
+    but no pub/sub channel (what a new ACL user gets by default on Redis 7)."""
+    with redis_server("--requirepass", "guarded") as server:
+        with redis.Redis(port=server.port, password="guarded") as admin:
+            admin.execute_command("ACL", "SETUSER", "noticeless", "on", ">pw", "~*", "+@all", "resetchannels")
+        yield server
+
+
+@pytest.mark.parametrize(
+    ("credentials", "database", "says"),
+    [
+        ("", "0", "start failed: AuthenticationError: NOAUTH Authentication required."),
+        (
+            "noticeless:pw@",
+            "0",
+            "start failed: Redis refused: NOPERM this user has no permissions to access one of the channels",
+        ),
+        (":guarded@", "99", "start failed: Redis refused: ERR DB index is out of range"),
+    ],
+    ids=["no password", "no channel rights", "no such database"],
+)
+def test_a_redis_that_refuses_what_the_broker_needs_exits_3_in_one_line(
+    data_dir: str, guarded_redis: RedisServer, credentials: str, database: str, says: str
+) -> None:
+    url = f"redis://{credentials}127.0.0.1:{guarded_redis.port}/{database}"
+    result = serve(data_dir, "--port", str(free_port()), "--redis-url", url)
+    output = result.stdout + result.stderr
+    assert result.returncode == 3, output
+    assert f"qbroker cannot start: redis store: {says}" in output
+    assert "Traceback" not in output
+    assert BANNER not in output and "token=" not in output

@@ -21,6 +21,7 @@ from typing import Any
 import fakeredis
 import msgpack
 import pytest
+from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
@@ -930,6 +931,31 @@ async def test_every_method_raises_store_unavailable_when_redis_is_down(
                     await asyncio.wait_for(call(), DEADLINE * 3)
             assert not await store.ping()
             await store.unsubscribe(sid)  # never fails: a new connection skips it anyway
+        finally:
+            await store.close()
+
+
+async def test_ping_fails_while_the_notice_connection_cannot_subscribe(
+    listener: Listener, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Readiness (``/readyz`` asks ``ping``) follows the notice connection too: without it a
+    broker refuses every client, so a load balancer must not send it any. The log says why."""
+    with redis_server() as server, SyncRedis(port=server.port) as admin:  # (typed commands)
+        store = RedisStore(server.url, 3600.0)
+        await store.start(listener.on_notice, listener.on_reconnect)
+        try:
+            await store.subscribe(new_session())
+            assert await store.ping()
+            admin.execute_command("ACL", "SETUSER", "default", "resetchannels")
+            admin.execute_command("CLIENT", "KILL", "TYPE", "pubsub")
+
+            async def refusal_logged() -> bool:
+                return "lost (ResponseError: NOPERM" in caplog.text
+
+            await eventually(refusal_logged, "the refusal in the log")
+            assert not await store.ping()
+            admin.execute_command("ACL", "SETUSER", "default", "allchannels")
+            await eventually(store.ping, "ping to succeed once the notice connection is back")
         finally:
             await store.close()
 
