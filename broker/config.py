@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 
 def _create_whole_once(path: Path, content: str) -> None:
@@ -27,6 +28,29 @@ def _create_whole_once(path: Path, content: str) -> None:
 
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+_LOG_FORMATS = ("json", "text")
+
+# Settings that must be above zero (a zero interval would spin: a heartbeat interval of 0
+# drove an idle broker to ~50,000 Redis commands a second) and those that may be zero.
+_POSITIVE = {
+    "retention": "QBROKER_RETENTION",
+    "hello_timeout": "QBROKER_HELLO_TIMEOUT",
+    "rate_limit": "QBROKER_RATE_LIMIT",
+    "heartbeat_interval": "QBROKER_HEARTBEAT_INTERVAL",
+    "reconcile_interval": "QBROKER_RECONCILE_INTERVAL",
+    "redis_wait_timeout": "QBROKER_REDIS_WAIT_TIMEOUT",
+}
+_NOT_NEGATIVE = {
+    "client_wait": "QBROKER_CLIENT_WAIT",
+    "reconnect_grace": "QBROKER_RECONNECT_GRACE",
+    "shutdown_grace": "QBROKER_SHUTDOWN_GRACE",
+    "redis_wait_replicas": "QBROKER_REDIS_WAIT_REPLICAS",
+}
+_AT_LEAST_ONE = {
+    "rate_burst": "QBROKER_RATE_BURST",
+    "max_connections_per_session": "QBROKER_MAX_CONNECTIONS_PER_SESSION",
+}
 
 
 def _float(env: dict[str, str], name: str, default: float) -> float:
@@ -37,6 +61,13 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
         return float(raw)
     except ValueError:
         raise SystemExit(f"qbroker: {name} must be a number, got {raw!r}") from None
+
+
+def _log_format(env: dict[str, str]) -> str:
+    raw = env.get("QBROKER_LOG_FORMAT", "json").strip().lower() or "json"
+    if raw not in _LOG_FORMATS:
+        raise SystemExit(f"qbroker: QBROKER_LOG_FORMAT must be json or text, got {raw!r}")
+    return raw
 
 
 def _flag(env: dict[str, str], name: str) -> bool:
@@ -105,8 +136,8 @@ class Config:
             heartbeat_interval=_float(e, "QBROKER_HEARTBEAT_INTERVAL", cls.heartbeat_interval),
             reconcile_interval=_float(e, "QBROKER_RECONCILE_INTERVAL", cls.reconcile_interval),
             shutdown_grace=_float(e, "QBROKER_SHUTDOWN_GRACE", cls.shutdown_grace),
-            log_level=e.get("QBROKER_LOG_LEVEL", cls.log_level).lower(),
-            log_json=e.get("QBROKER_LOG_FORMAT", "json").lower() != "text",
+            log_level=e.get("QBROKER_LOG_LEVEL", cls.log_level).strip().lower(),
+            log_json=_log_format(e) == "json",
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
@@ -123,6 +154,24 @@ class Config:
             raise SystemExit(
                 f"qbroker: the Redis URL must start with {', '.join(_REDIS_SCHEMES)}, got {self.redis_url!r}"
             )
+        if self.redis_url is not None and self.redis_url.startswith(("redis://", "rediss://")):
+            database = urlsplit(self.redis_url).path.strip("/")
+            if database and not database.isdigit():  # (redis-py would use database 0 instead)
+                raise SystemExit(f"qbroker: the Redis URL's database must be a number, got {database!r}")
+        if self.log_level not in LOG_LEVELS:
+            raise SystemExit(
+                f"qbroker: QBROKER_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
+            )
+        least: tuple[tuple[dict[str, str], float, bool, str], ...] = (
+            (_POSITIVE, 0, False, "above 0"),  # (names, bound, the bound itself allowed, words)
+            (_NOT_NEGATIVE, 0, True, "0 or more"),
+            (_AT_LEAST_ONE, 1, True, "1 or more"),
+        )
+        for settings, bound, inclusive, words in least:
+            for name, variable in settings.items():
+                value: float = getattr(self, name)
+                if value < bound or (value == bound and not inclusive):
+                    raise SystemExit(f"qbroker: {variable} must be {words}, got {value:g}")
         return self
 
     @property

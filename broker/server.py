@@ -10,13 +10,13 @@ import socket
 import sys
 from collections.abc import Callable
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import uvicorn
 
 from broker import logs
 from broker.auth import mint_token
-from broker.config import Config
+from broker.config import LOG_LEVELS, Config
 
 log = logging.getLogger("qbroker.server")
 
@@ -29,17 +29,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--redis-url", default=None, help="Redis URL (default: $QBROKER_REDIS_URL; none = memory store)"
     )
-    parser.add_argument("--data-dir", default=None, help="where the generated secret lives (default: ~/.qbroker)")
+    parser.add_argument(
+        "--data-dir", default=None, help="where the generated secret lives (default: $QBROKER_DATA_DIR or ~/.qbroker)"
+    )
     parser.add_argument(
         "--log-level",
         default=None,
-        choices=["debug", "info", "warning", "error"],
+        choices=LOG_LEVELS,
         help="log level (default: $QBROKER_LOG_LEVEL or info)",
     )
     parser.epilog = (
-        "Other settings come from QBROKER_* environment variables: QBROKER_SECRET, "
-        "QBROKER_CLIENT_WAIT, QBROKER_RECONNECT_GRACE, QBROKER_RETENTION, "
-        "QBROKER_ALLOWED_ORIGINS, QBROKER_RATE_LIMIT (see docs/operations.md)."
+        "Other settings come from QBROKER_* environment variables, among them QBROKER_SECRET, "
+        "QBROKER_CLIENT_WAIT, QBROKER_RECONNECT_GRACE, QBROKER_RETENTION, QBROKER_ALLOWED_ORIGINS, "
+        "QBROKER_RATE_LIMIT and QBROKER_LOG_FORMAT; docs/operations.md lists all of them with "
+        "their defaults, and docs/deploy.md the Redis Cluster and durability ones."
     )
 
 
@@ -89,6 +92,14 @@ def run(args: argparse.Namespace) -> int:
     warning = weak_secret(secret)
     if warning:
         print(f"qbroker serve: warning: {warning}", file=sys.stderr, flush=True)
+    if generated and config.redis_url:
+        print(
+            "qbroker serve: warning: no QBROKER_SECRET with a Redis store: this broker signs with"
+            f" the secret in {config.secret_file}, and brokers with another data dir refuse its"
+            " tokens; give every broker the same QBROKER_SECRET",
+            file=sys.stderr,
+            flush=True,
+        )
     config = replace(config, secret=secret)
     app = create_app(config)
     uv_config = uvicorn.Config(
@@ -154,9 +165,15 @@ def _banner(config: Config, generated: bool) -> None:
 
 
 def _redacted(url: str) -> str:
-    """The Redis URL without its password, fit for a terminal or a log."""
+    """The Redis URL without its passwords (in the user part or the query, as redis-py
+    takes either), fit for a terminal or a log."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
-    netloc = f"{parts.username or ''}:***@{parts.hostname or ''}" + (f":{parts.port}" if parts.port else "")
-    return urlunsplit(parts._replace(netloc=netloc))
+    netloc = parts.netloc
+    if parts.password is not None:
+        userinfo, _, hostport = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:***@{hostport}"
+    query = "&".join(
+        f"{pair.partition('=')[0]}=***" if "password" in pair.partition("=")[0].lower() else pair
+        for pair in parts.query.split("&")
+    )
+    return f"{parts.scheme}://{netloc}{parts.path}" + (f"?{query}" if parts.query else "")

@@ -131,3 +131,18 @@ def test_a_redis_that_refuses_what_the_broker_needs_exits_3_in_one_line(
     assert f"qbroker cannot start: redis store: {says}" in output
     assert "Traceback" not in output
     assert BANNER not in output and "token=" not in output
+
+
+def test_without_a_secret_on_redis_the_broker_warns_and_never_prints_the_redis_password(
+    data_dir: str, guarded_redis: RedisServer
+) -> None:
+    env = broker_env(data_dir, redis_url=f"redis://127.0.0.1:{guarded_redis.port}/0?password=guarded")
+    del env["QBROKER_SECRET"]
+    process = BrokerProcess(free_port(), env, data_dir).start()
+    try:
+        log = process.log()
+    finally:
+        process.stop()
+    assert f"store: redis (redis://127.0.0.1:{guarded_redis.port}/0?password=***)" in log
+    assert "guarded" not in log
+    assert "warning: no QBROKER_SECRET with a Redis store" in log

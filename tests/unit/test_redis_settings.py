@@ -1,4 +1,5 @@
-"""The Redis deployment settings: QBROKER_REDIS_CLUSTER and the per-write durability waits."""
+"""The broker's settings: the Redis deployment ones (QBROKER_REDIS_CLUSTER, the per-write
+durability waits) and the checks that stop a broker in one line before it listens."""
 
 from __future__ import annotations
 
@@ -47,9 +48,28 @@ def test_a_flag_that_is_neither_on_nor_off_stops_the_broker_with_its_name() -> N
         ({"QBROKER_PORT": "0"}, {}, "between 1 and 65535, got 0"),
         ({}, {"redis_url": "notaurl"}, "must start with redis://, rediss://, unix://, got 'notaurl'"),
         ({"QBROKER_REDIS_URL": "http://127.0.0.1:6379"}, {}, "got 'http://127.0.0.1:6379'"),
+        (
+            {"QBROKER_REDIS_URL": "redis://127.0.0.1:6379/abc"},
+            {},
+            "the Redis URL's database must be a number, got 'abc'",
+        ),
+        ({"QBROKER_HEARTBEAT_INTERVAL": "0"}, {}, "QBROKER_HEARTBEAT_INTERVAL must be above 0, got 0"),
+        ({"QBROKER_RECONCILE_INTERVAL": "0"}, {}, "QBROKER_RECONCILE_INTERVAL must be above 0, got 0"),
+        ({"QBROKER_RATE_LIMIT": "-1"}, {}, "QBROKER_RATE_LIMIT must be above 0, got -1"),
+        ({"QBROKER_RETENTION": "0"}, {}, "QBROKER_RETENTION must be above 0, got 0"),
+        ({"QBROKER_HELLO_TIMEOUT": "0"}, {}, "QBROKER_HELLO_TIMEOUT must be above 0, got 0"),
+        ({"QBROKER_REDIS_WAIT_TIMEOUT": "0"}, {}, "QBROKER_REDIS_WAIT_TIMEOUT must be above 0, got 0"),
+        ({"QBROKER_CLIENT_WAIT": "-1"}, {}, "QBROKER_CLIENT_WAIT must be 0 or more, got -1"),
+        ({"QBROKER_RECONNECT_GRACE": "-5"}, {}, "QBROKER_RECONNECT_GRACE must be 0 or more, got -5"),
+        ({"QBROKER_SHUTDOWN_GRACE": "-1"}, {}, "QBROKER_SHUTDOWN_GRACE must be 0 or more, got -1"),
+        ({"QBROKER_REDIS_WAIT_REPLICAS": "-1"}, {}, "QBROKER_REDIS_WAIT_REPLICAS must be 0 or more, got -1"),
+        ({"QBROKER_RATE_BURST": "0.5"}, {}, "QBROKER_RATE_BURST must be 1 or more, got 0.5"),
+        ({"QBROKER_MAX_CONNECTIONS_PER_SESSION": "0"}, {}, "QBROKER_MAX_CONNECTIONS_PER_SESSION must be 1 or more"),
+        ({"QBROKER_LOG_LEVEL": "verbose"}, {}, "QBROKER_LOG_LEVEL must be one of debug, info, warning, error"),
+        ({"QBROKER_LOG_FORMAT": "txt"}, {}, "QBROKER_LOG_FORMAT must be json or text, got 'txt'"),
     ],
 )
-def test_a_port_out_of_range_or_a_redis_url_without_its_scheme_stops_the_broker_in_one_line(
+def test_a_setting_out_of_range_stops_the_broker_in_one_line(
     env: dict[str, str], overrides: dict[str, object], says: str
 ) -> None:
     with pytest.raises(SystemExit, match=re.escape(says)):
@@ -71,3 +91,18 @@ def test_waits_on_a_redis_cluster_are_refused_before_any_connection() -> None:
 
     with pytest.raises(ValueError, match="not supported on a Redis Cluster"):
         RedisStore("redis://127.0.0.1:1", 60.0, cluster=True, wait_replicas=1)
+
+
+@pytest.mark.parametrize(
+    ("env", "expected"),
+    [
+        ({"QBROKER_CLIENT_WAIT": "0"}, ("client_wait", 0.0)),  # a start no one is there for ends at once
+        ({"QBROKER_RECONNECT_GRACE": "0"}, ("reconnect_grace", 0.0)),
+        ({"QBROKER_LOG_FORMAT": "TEXT"}, ("log_json", False)),
+        ({"QBROKER_LOG_LEVEL": " Warning "}, ("log_level", "warning")),
+        ({"QBROKER_REDIS_URL": "redis://127.0.0.1:6379/2"}, ("redis_url", "redis://127.0.0.1:6379/2")),
+    ],
+)
+def test_settings_at_their_bounds_are_taken(env: dict[str, str], expected: tuple[str, object]) -> None:
+    name, value = expected
+    assert getattr(Config.from_env(env), name) == value
