@@ -291,8 +291,7 @@ class Broker:
 
     async def abort(self, session_id: str, questionnaire_id: str) -> tuple[int, dict[str, Any]]:
         try:
-            state = await self.update(session_id, questionnaire_id, machine.Abort())
-            log.info("questionnaire aborted", extra={"session": session_id, "questionnaire": state.id})
+            state = await self.update(session_id, questionnaire_id, machine.Abort())  # (logged there)
         except BrokerError as exc:
             if exc.code != "questionnaire_closed":
                 raise
@@ -380,10 +379,6 @@ class Broker:
             return state, due.at
         try:
             state = await self.update(state.session_id, state.id, machine.MarkUnavailable(due.reason))
-            log.info(
-                "questionnaire unavailable",
-                extra={"session": state.session_id, "questionnaire": state.id, "reason": due.reason},
-            )
         except BrokerError:
             state = await self._load(state.session_id, state.id)  # something else closed it
         return state, None
@@ -507,6 +502,17 @@ class Broker:
                     hub.heard = max(hub.heard, written.seq)  # as its notice would (it may not come)
                 if new.is_outcome:
                     self.metrics.outcomes.labels(new.status, new.cancellation_reason or "").inc()
+                    # One line per outcome, whoever caused it (ids and codes, never texts).
+                    log.info(
+                        "questionnaire outcome",
+                        extra={
+                            "session": session_id,
+                            "questionnaire": new.id,
+                            "status": new.status,
+                            "reason": new.cancellation_reason or "",
+                            "revision": new.revision,
+                        },
+                    )
                     if hub is not None:
                         hub.poke(new)
                 return new, written

@@ -3,6 +3,8 @@ logs. The deployment's brokers run at QBROKER_LOG_LEVEL=debug (tests/support.py)
 
 from __future__ import annotations
 
+import json
+
 from tests.integration.protocol_support import Agent, Deployment, error, multi, pending, person, single
 
 SECRETS = {
@@ -74,5 +76,16 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(deployment: Depl
         await agent.outcome(qid2)
     logs = deployment.logs()
     assert logs.strip(), "the brokers wrote no log at all: the check below would prove nothing"
+    outcomes = [line for line in logs.splitlines() if "questionnaire outcome" in line and sid in line]
+    # (ids and codes only: an operator can follow each questionnaire to its end)
+    assert [(_field(line, "status"), _field(line, "reason")) for line in outcomes] == [
+        ("needs_clarification", ""),
+        ("completed", ""),
+        ("cancelled", "user_cancelled"),
+    ], outcomes
     leaked = {name: text for name, text in SECRETS.items() if text.lower() in logs.lower()}
     assert not leaked, f"secret texts found in the broker log: {sorted(leaked)}"
+
+
+def _field(line: str, name: str) -> object:
+    return json.loads(line)[name]
