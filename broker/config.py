@@ -112,7 +112,10 @@ class Config:
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
         e = dict(os.environ if env is None else env)
-        origins = tuple(o.strip() for o in e.get("QBROKER_ALLOWED_ORIGINS", "").split(",") if o.strip())
+        # Browsers send an origin as scheme://host[:port], lower-case, without a slash.
+        origins = tuple(
+            o.strip().rstrip("/").lower() for o in e.get("QBROKER_ALLOWED_ORIGINS", "").split(",") if o.strip()
+        )
         config = cls(
             host=e.get("QBROKER_HOST", cls.host),
             port=int(_float(e, "QBROKER_PORT", cls.port)),

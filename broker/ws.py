@@ -82,14 +82,24 @@ class TokenBucket:
 def origin_allowed(headers: Headers, allowed: tuple[str, ...]) -> bool:
     """Browsers always send Origin; other clients (TUI, bots) usually do not.
 
-    With no allow-list the page must come from this very host (same origin).
+    The broker's own page (same origin: the Origin's host is the host connected to) is
+    always allowed; ``allowed`` (lower-case, without a trailing slash) adds other origins.
     """
     origin = headers.get("origin")
     if origin is None:
         return True
-    if allowed:
-        return "*" in allowed or origin.rstrip("/") in allowed
-    return urlsplit(origin).netloc.lower() == headers.get("host", "").lower()
+    if urlsplit(origin).netloc.lower() == headers.get("host", "").lower():
+        return True
+    return "*" in allowed or origin.rstrip("/").lower() in allowed
+
+
+def _refusal(session_id: str, headers: Headers, allowed: tuple[str, ...]) -> str | None:
+    """Why a handshake is refused before the upgrade (HTTP 403), or None."""
+    if not valid_session_id(session_id):
+        return "invalid session id"
+    if not origin_allowed(headers, allowed):
+        return "origin not allowed"
+    return None
 
 
 def _subprotocol(headers: Headers) -> tuple[bool, str | None]:
@@ -156,8 +166,18 @@ class ClientSocket(WebSocketsSansIOProtocol):
             return
         session_id, broker = match.group(1), self.broker
         acceptable, chosen = _subprotocol(event.headers)
-        if not (valid_session_id(session_id) and origin_allowed(event.headers, broker.config.allowed_origins)):
-            log.warning("websocket handshake refused", extra={"session": session_id[:128]})
+        refusal = _refusal(session_id, event.headers, broker.config.allowed_origins)
+        if refusal is not None:
+            # (The Origin is what an operator needs to fix QBROKER_ALLOWED_ORIGINS; cut, as
+            # it is the sender's text.)
+            log.warning(
+                "websocket handshake refused",
+                extra={
+                    "session": session_id[:128],
+                    "reason": refusal,
+                    "origin": (event.headers.get("origin") or "")[:200],
+                },
+            )
             acceptable = False
         if not acceptable or broker.shutting_down.is_set():
             self.response = self.conn.reject(403, "")

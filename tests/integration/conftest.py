@@ -32,7 +32,7 @@ FAST_SETTINGS: dict[str, object] = {
     "hello_timeout": 1,
     "rate_limit": 2,
     "rate_burst": 6,
-    "allowed_origins": "https://app.example.test",
+    "allowed_origins": "https://App.Example.test/",  # (as an operator may write it)
 }
 
 

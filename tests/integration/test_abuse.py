@@ -638,6 +638,9 @@ async def test_foreign_origin_is_refused_before_the_upgrade(limits_broker: Broke
         assert json.loads(await asyncio.wait_for(ws.recv(), 10))["type"] == "welcome"
         await ws.close()
         assert await bystander.ping() == {"type": "pong"}
+    # The log says why, and names the origin (what an operator needs to fix the setting).
+    refusals = [line for line in limits_broker.log().splitlines() if "websocket handshake refused" in line]
+    assert any('"reason": "origin not allowed"' in line and "https://evil.example" in line for line in refusals)
 
 
 async def test_expired_token_is_refused_4401(limits_broker: BrokerProcess) -> None:

@@ -112,7 +112,10 @@ async def test_no_origin_is_accepted(deployment: Deployment, sid: str) -> None:
 
 
 async def test_allowed_origins_list(fast_deployment: Deployment, sid: str) -> None:
-    """fast_deployment runs with QBROKER_ALLOWED_ORIGINS=https://app.example.test."""
+    """fast_deployment runs with QBROKER_ALLOWED_ORIGINS=https://app.example.test/ (a slash
+    and upper case in the setting, as an operator may write it). The list adds origins to
+    the broker's own: the page it serves keeps working."""
     await _handshake_accepted(fast_deployment.client_ws_url, sid, "https://app.example.test")
     await _handshake_refused(fast_deployment.client_ws_url, sid, "https://evil.example")
     await _handshake_accepted(fast_deployment.client_ws_url, sid, None)
+    await _handshake_accepted(fast_deployment.client_ws_url, sid, fast_deployment.client_url)
