@@ -334,13 +334,30 @@ class Broker:
         following the pokes from ``wake`` (taken before ``state`` was current)."""
         loop = self._loop or asyncio.get_running_loop()
         deadline = loop.time() + wait
+        known = state  # the latest state seen: what a 202 shows if the store goes away
         while True:
-            if state is None:
-                wake = hub.wake  # taken before the read, so no change slips between
-                state = await self._load(hub.session_id, questionnaire_id)
-            if state.is_outcome:
-                return 200, results.tool_result(state)
-            state, due_at = await self._enforce_availability(state)
+            try:
+                if state is None:
+                    wake = hub.wake  # taken before the read, so no change slips between
+                    state = known = await self._load(hub.session_id, questionnaire_id)
+                if state.is_outcome:
+                    return 200, results.tool_result(state)
+                if self.shutting_down.is_set():
+                    return 202, results.pending(state)  # re-attach elsewhere (which enforces)
+                state, due_at = await self._enforce_availability(state)
+                known = state
+            except StoreUnavailable:
+                # A store outage (Redis restarting, failing over) does not fail a poll that
+                # has its questionnaire: it looks again every reconciliation interval, and
+                # answers 202 with what it last saw at its deadline.
+                if known is None:
+                    raise
+                now = loop.time()
+                if deadline <= now or self.shutting_down.is_set():
+                    return 202, results.pending(known)
+                state = None
+                await asyncio.sleep(min(self.config.reconcile_interval, deadline - now))
+                continue
             if state.is_outcome:
                 return 200, results.tool_result(state)
             now = loop.time()

@@ -96,6 +96,9 @@ EXIT_CODES: Final[dict[str, int]] = {
 }
 
 DEFAULT_WAIT: Final = 30.0
+# Retries of a transient failure per request: with the default backoff they span ~11-23 s,
+# enough to ride out a Redis restart or failover behind the broker (503 store_unavailable).
+DEFAULT_RETRIES: Final = 8
 MAX_WAIT: Final = 300.0
 USER_AGENT: Final = "qbroker-agent-sdk/0.1"
 _TRANSIENT_STATUS: Final = frozenset({429, 502, 503, 504})
@@ -796,7 +799,7 @@ class QBrokerClient:
         *,
         wait: float = DEFAULT_WAIT,
         timeout: float | None = None,
-        retries: int = 5,
+        retries: int = DEFAULT_RETRIES,
         backoff: float = 0.25,
         max_backoff: float = 5.0,
         on_pending: PendingCallback | None = None,
@@ -944,7 +947,7 @@ class AsyncQBrokerClient:
         *,
         wait: float = DEFAULT_WAIT,
         timeout: float | None = None,
-        retries: int = 5,
+        retries: int = DEFAULT_RETRIES,
         backoff: float = 0.25,
         max_backoff: float = 5.0,
         on_pending: PendingCallback | None = None,

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
-from clients.broker_args import add_url_and_session
+from clients.broker_args import add_retries, add_url_and_session
 
 EXIT_ERROR = 1
 
@@ -107,7 +107,7 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="give up (exit 1, code timeout) after this long; the questionnaire goes on "
         "(default: wait for the outcome)",
     )
-    parser.add_argument("--retries", type=int, default=5, help="retries of transient network errors (default: 5)")
+    add_retries(parser)
     parser.add_argument("--quiet", "-q", action="store_true", help="no progress messages on stderr")
 
 
@@ -195,11 +195,18 @@ def run_ask(args: argparse.Namespace) -> int:
         key = args.idempotency_key or str(uuid.uuid4())
         args.idempotency_key = key
         reattach = f"to wait for it again, run the same command with --idempotency-key {key}"
+        retry = (
+            f"The broker may have started it: the same command with --idempotency-key {key}"
+            " gets that questionnaire back, never a second one"
+        )
+    else:
+        retry = None
     return _run(
         "ask",
         args,
         lambda client: client.call(tool_input, idempotency_key=args.idempotency_key),
         reattach,
+        retry,
     )
 
 
@@ -214,10 +221,17 @@ def run_resume(args: argparse.Namespace) -> int:
     )
 
 
-def _run(command: str, args: argparse.Namespace, call: Callable[[Any], Any], reattach: str | None = None) -> int:
+def _run(
+    command: str,
+    args: argparse.Namespace,
+    call: Callable[[Any], Any],
+    reattach: str | None = None,
+    retry: str | None = None,
+) -> int:
     """Run one SDK call; ``reattach`` tells, after a timeout, how to wait for the outcome
-    again (default: the HTTP request that re-attaches)."""
-    from clients.agent import QBrokerError, QBrokerTimeout, dumps_result
+    again (default: the HTTP request that re-attaches); ``retry``, after the retries of a
+    transient failure ran out, how to try again safely."""
+    from clients.agent import QBrokerError, QBrokerTimeout, ServiceUnavailable, TransportError, dumps_result
 
     last: list[Any] = []
 
@@ -251,6 +265,8 @@ def _run(command: str, args: argparse.Namespace, call: Callable[[Any], Any], rea
             f"{args.timeout:g}s; it goes on. {reattach[0].upper()}{reattach[1:]}",
         )
     except QBrokerError as exc:
+        if retry is not None and isinstance(exc, (ServiceUnavailable, TransportError)):
+            return _fail(command, exc.code, f"{exc.message}. {retry}")
         return _fail(command, exc.code, exc.message)
     except ValueError as exc:
         return _fail(command, "bad_arguments", str(exc))

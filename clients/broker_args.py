@@ -1,4 +1,5 @@
-"""The ``--url`` and ``--session`` every client command takes, with their environment defaults."""
+"""The options every client command of the agent side takes: ``--url`` and ``--session``, with
+their environment defaults, and ``--retries``."""
 
 from __future__ import annotations
 
@@ -21,4 +22,17 @@ def add_url_and_session(parser: argparse.ArgumentParser, session_help: str, *, r
         default=session,
         required=required and session is None,
         help=f"{session_help} (default: $QBROKER_SESSION)",
+    )
+
+
+def add_retries(parser: argparse.ArgumentParser) -> None:
+    from clients.agent import DEFAULT_RETRIES
+
+    parser.add_argument(
+        "--retries",
+        type=int,
+        default=DEFAULT_RETRIES,
+        help="retries of each request on a transient failure: the broker unreachable, or 429/502/503/504"
+        f" (503 store_unavailable while its Redis restarts); with backoff, the default {DEFAULT_RETRIES}"
+        " rides out ~10-20 s",
     )

@@ -25,7 +25,7 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
-from clients.broker_args import add_url_and_session
+from clients.broker_args import add_retries, add_url_and_session
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -310,6 +310,7 @@ try it by hand:
         metavar="SECONDS",
         help="end a tool call with an error after this long (default: wait for the outcome)",
     )
+    add_retries(parser)
     parser.add_argument(
         "--print-tool",
         action="store_true",
@@ -342,7 +343,9 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         from mcp.server.stdio import stdio_server
 
-        async with AsyncQBrokerClient(args.url, args.session, token, wait=args.wait, timeout=args.timeout) as client:
+        async with AsyncQBrokerClient(
+            args.url, args.session, token, wait=args.wait, timeout=args.timeout, retries=args.retries
+        ) as client:
             server = build_server(client)
             async with stdio_server() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())

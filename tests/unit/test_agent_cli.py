@@ -32,6 +32,7 @@ def use_replies(monkeypatch: pytest.MonkeyPatch, *replies: httpx.Response) -> li
             args.token,
             wait=args.wait,
             timeout=args.timeout,
+            retries=args.retries,
             backoff=0,
             poll_interval=0,
             transport=httpx.MockTransport(handler),
@@ -99,6 +100,29 @@ def test_a_timeout_says_how_to_wait_for_the_same_questionnaire_again(
     assert main(["resume", "--id", QID, "--revision", "1", "--response", "r", "--timeout", "0", *ARGS]) == 1
     err = capsys.readouterr().err
     assert f"Its outcome: GET http://broker.test/v1/sessions/s/questionnaires/{QID}" in err
+
+
+def test_an_ask_that_ran_out_of_retries_says_how_to_retry_without_a_second_questionnaire(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    unavailable = error("store_unavailable", "questionnaire: the state store is unavailable; retry shortly")
+    seen = use_replies(monkeypatch, *[httpx.Response(503, json=unavailable) for _ in range(3)])
+    monkeypatch.setattr("sys.stdin", io.StringIO('[{"id": "q"}]'))
+    assert main(["ask", "-", "--retries", "2", *ARGS]) == 1
+    err = capsys.readouterr().err
+    key = seen[0].headers["Idempotency-Key"]
+    assert len(seen) == 3 and {request.headers["Idempotency-Key"] for request in seen} == {key}
+    assert err.startswith("qbroker ask: error store_unavailable: questionnaire: the state store is unavailable")
+    assert f"the same command with --idempotency-key {key} gets that questionnaire back" in err
+
+
+def test_the_default_retries_ride_out_a_redis_restart(capsys: pytest.CaptureFixture[str]) -> None:
+    for command in (["ask", "--help"], ["mcp", "--help"]):
+        with pytest.raises(SystemExit):
+            main(command)
+        assert "the default 8 rides out ~10-20 s" in " ".join(capsys.readouterr().out.split())
+    with QBrokerClient("http://broker.test", "s") as qb:
+        assert qb._core.s.retries == 8  # (~11-23 s of backoff)
 
 
 def test_usage_errors_exit_1_so_that_2_always_means_needs_clarification(
