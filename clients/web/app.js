@@ -317,6 +317,7 @@
     var key = frame.questionnaireId + ":" + frame.step + ":" + q.id;
     var same = S.view === "question" && S.viewKey === key;
     var sameQuestionnaire = S.frame && S.frame.questionnaireId === frame.questionnaireId;
+    dropStaleCancelDialog(frame.questionnaireId); // before rendering, so the focus can move
     S.frame = frame;
     S.suspended = null;
     if (same) {
@@ -342,6 +343,7 @@
   }
 
   function onSuspended(frame) {
+    dropStaleCancelDialog(frame.questionnaireId);
     S.suspended = frame;
     clearBusy();
     if (S.view === "suspended" && S.viewKey === frame.questionnaireId + ":" + frame.step) return;
@@ -353,7 +355,7 @@
     S.frame = null;
     S.suspended = null;
     clearBusy();
-    closeCancelDialog(); // nothing left to cancel
+    dropStaleCancelDialog(null); // nothing left to cancel
     if (S.view !== "idle") {
       renderIdle();
       announce("Waiting for questions.");
@@ -577,7 +579,11 @@
 
   function openCancelDialog(opener) {
     var dialog = $("cancel-dialog");
+    var target = S.suspended || S.frame;
+    if (!target) return;
     dialog._opener = opener || null;
+    // The dialog is about this questionnaire and no other: see dropStaleCancelDialog().
+    dialog._questionnaireId = target.questionnaireId;
     if (typeof dialog.showModal === "function") dialog.showModal(); else dialog.setAttribute("open", "");
     $("cancel-keep").focus();
   }
@@ -587,10 +593,27 @@
     if (dialog.open) { if (typeof dialog.close === "function") dialog.close(); else dialog.removeAttribute("open"); }
   }
 
+  /** The questionnaire the cancel dialog was opened for is no longer the one shown (the agent
+   * withdrew it, or it was answered elsewhere, and another one may have taken its place):
+   * close the dialog, so that a confirmation can never cancel a questionnaire the person has
+   * not seen. */
+  function dropStaleCancelDialog(shownId) {
+    var dialog = $("cancel-dialog");
+    if (!dialog.open || dialog._questionnaireId === shownId) return;
+    dialog._questionnaireId = null;
+    closeCancelDialog();
+    toast("info", "Nothing was cancelled",
+      "The questionnaire you were about to cancel ended before you confirmed.", 8000);
+  }
+
   function confirmCancel() {
+    var dialog = $("cancel-dialog");
+    var questionnaireId = dialog._questionnaireId;
+    dialog._questionnaireId = null;
     closeCancelDialog();
     var target = S.suspended || S.frame;
-    if (!target) return;
+    // Only ever the questionnaire the dialog was opened for.
+    if (!target || !questionnaireId || target.questionnaireId !== questionnaireId) return;
     if (!canAct()) return;
     dropDraftTimer();
     var ref = nextRef();
@@ -1050,6 +1073,8 @@
     S.attempt = 0;
     S.everConnected = false;
     S.frame = S.suspended = S.local = null;
+    $("cancel-dialog")._questionnaireId = null;
+    closeCancelDialog(); // a new session: whatever it was about is not on screen any more
     var params = parseFragment();
     var query = new URLSearchParams(window.location.search);
     if (!params.session || !params.token) {

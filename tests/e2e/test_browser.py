@@ -165,6 +165,10 @@ class Agent:
         details: dict[str, Any] = response.json()["details"]
         return details
 
+    def abort(self, questionnaire_id: str) -> None:
+        response = self.http.delete(f"/v1/sessions/{self.sid}/questionnaires/{questionnaire_id}")
+        assert response.status_code == 200, response.text
+
     def resume(self, questionnaire_id: str, revision: int, text: str) -> None:
         response = self.http.post(
             f"/v1/sessions/{self.sid}/questionnaire",
@@ -521,6 +525,33 @@ def test_error_frames_are_shown_as_readable_messages(
     # The question is untouched and still answerable.
     option(page, "staging").click()
     assert web_agent.outcome(qid)["answers"] == [{"questionId": "deploy_target", "selectedOptionIds": ["staging"]}]
+
+
+def test_the_cancel_dialog_closes_when_its_questionnaire_goes_and_never_cancels_the_next(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    first = web_agent.start(TARGET)
+    expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
+    second = web_agent.start(NOTIFY)  # queued behind the first
+
+    page.locator("#cancel-open").click()
+    dialog = page.get_by_role("dialog", name="Cancel this questionnaire?")
+    expect(dialog).to_be_visible()
+    web_agent.abort(first)  # the agent withdraws the first while the dialog is open
+    expect(page.locator("#q-prompt")).to_have_text(NOTIFY["prompt"])
+    expect(dialog).to_be_hidden()
+    expect(page.locator(".toast").filter(has_text="Nothing was cancelled")).to_be_visible()
+    expect(option(page, "team")).to_be_focused()
+
+    # A confirmation that lands just as the next questionnaire arrives cancels nothing.
+    page.evaluate("document.getElementById('cancel-confirm').click()")
+    expect(page.locator("#q-prompt")).to_have_text(NOTIFY["prompt"])
+    option(page, "nobody").click()
+    details = web_agent.outcome(second)
+    assert details["status"] == "completed"
+    assert details["answers"] == [{"questionId": "notify", "selectedOptionIds": ["nobody"]}]
 
 
 def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
