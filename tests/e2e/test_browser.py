@@ -554,6 +554,53 @@ def test_the_cancel_dialog_closes_when_its_questionnaire_goes_and_never_cancels_
     assert details["answers"] == [{"questionId": "notify", "selectedOptionIds": ["nobody"]}]
 
 
+def test_agent_text_keeps_its_line_breaks_and_never_scrolls_sideways_on_a_phone(
+    web_browser: Browser, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    errors: list[str] = []
+    context = _new_context(web_browser, viewport={"width": 375, "height": 740})
+    try:
+        page = _watch(context.new_page(), errors)
+        long_word = "Recompute_all_invoice_totals_from_the_append_only_event_log_first"
+        question: dict[str, Any] = {  # no label: it defaults to the long id
+            "id": "migrate_the_legacy_billing_service_to_the_new_event_store",
+            "prompt": "Which checks?\nConsider:\n- speed",
+            "type": "multi",
+            "options": [
+                {"id": "replay", "label": long_word, "description": "First line\nhttps://example.invalid/" + "a" * 90},
+                {"id": "none", "label": "None"},
+            ],
+        }
+
+        def no_sideways_scroll(where: str) -> None:
+            width = page.evaluate("[document.documentElement.scrollWidth, window.innerWidth]")
+            assert width[0] <= width[1], f"horizontal scroll {width} on {where}"
+
+        open_client(page, web_broker.url, web_sid)
+        qid = web_agent.start(question)
+        expect(page.locator("#q-label")).to_have_text(question["id"])
+        prompt = page.locator("#q-prompt")
+        assert prompt.inner_text() == "Which checks?\nConsider:\n- speed"
+        assert option(page, "replay").locator(".option-desc").inner_text().startswith("First line\nhttps://")
+        no_sideways_scroll("the question")
+
+        option(page, "replay").click()
+        page.get_by_role("button", name="Ask to clarify…").click()
+        page.locator("#clarify-input").fill("What_about_" + "z" * 150)
+        page.locator("#clarify-input").press("Enter")
+        expect(page.get_by_role("heading", name="Waiting for the agent…")).to_be_visible()
+        no_sideways_scroll("the waiting view")
+
+        web_agent.resume(qid, 1, "Line one\nhttps://example.invalid/" + "b" * 150)
+        reply = page.locator(".clar-latest .clar-response")
+        expect(reply).to_be_visible()
+        assert reply.inner_text().startswith("Line one\nhttps://")
+        no_sideways_scroll("the question with the agent's reply")
+    finally:
+        context.close()
+    assert errors == []
+
+
 def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
     web_page: Page, web_broker: Any, web_sid: str
 ) -> None:
