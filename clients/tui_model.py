@@ -158,6 +158,7 @@ class Notice:
     kind: Literal["info", "ok", "warn", "error"]
     text: str
     about: object = None  # the questionnaire a "closed" notice is about (it goes with the next one's question)
+    conn: bool = False  # about the connection being down: it goes when the broker welcomes the client again
 
 
 class TuiModel:
@@ -177,6 +178,7 @@ class TuiModel:
         self.selected: set[str] = set()
         self.other: str | None = None  # multi: the additive Other text
         self._last_other = ""  # what was typed last, to edit rather than retype
+        self._last_clarify = ""  # an unsent clarification, kept across Esc until sent or the question changes
         self.input = TextInput(OTHER_LIMIT)
         self.notice: Notice | None = None
         self.busy = False
@@ -185,6 +187,22 @@ class TuiModel:
         self._ref = 0
         self._draft_refs: set[int] = set()
         self._confirm_from: View = "question"
+        # The question's text (prompt and clarification) scrolls on its own when it does not fit;
+        # render() measures it and records whether it was cut, for PageUp/PageDown.
+        self._text_scroll = 0
+        self._text_max = 0
+        self._text_page = 1
+        self._text_cut = False
+        self._to_reply = False  # after a resume, scroll the text to the agent's reply
+        # A highlighted option taller than the space left for it (small terminals) scrolls too.
+        self._block_of = -1
+        self._block_scroll = 0
+        self._block_max = 0
+        self._block_page = 1
+        self._block_cut = False
+        # The questionnaire on screen when the connection went down: if the broker, once back,
+        # shows something else without a ``closed`` frame for it, the person is told it ended.
+        self._lost: str | None = None
 
     # ------------------------------------------------------------------ connection
 
@@ -194,6 +212,10 @@ class TuiModel:
         self.retry_at = None
 
     def disconnected(self, reason: str, retry_at: float | None) -> None:
+        if self._lost is None and self.view in ("question", "suspended"):
+            on_screen = self.suspended if self.view == "suspended" else self.frame
+            if on_screen is not None:
+                self._lost = str(on_screen["questionnaireId"])
         self.conn = "offline"
         self.offline_reason = reason
         self.retry_at = retry_at
@@ -218,11 +240,15 @@ class TuiModel:
             self.attempt = 0
             self.retry_at = None
             self.offline_reason = ""
+            if self.notice is not None and self.notice.conn:
+                self.notice = None  # "Not connected — nothing was sent" is over
         elif kind == "question":
             self._apply_question(frame)
+            self._check_lost(frame["questionnaireId"])
         elif kind == "suspended":
             if not isinstance(frame.get("questionnaireId"), str) or not isinstance(frame.get("step"), int):
                 raise ValueError("suspended frame without questionnaireId/step")
+            self._check_lost(frame["questionnaireId"])
             self.view = "suspended"
             self.suspended = frame
             self.busy = False
@@ -230,6 +256,7 @@ class TuiModel:
             if self.mode != "confirm":
                 self.mode = "list"
         elif kind == "idle":
+            self._check_lost(None)
             self.view = "idle"
             self.frame = None
             self.suspended = None
@@ -239,6 +266,8 @@ class TuiModel:
         elif kind == "closed":
             self.busy = False
             self.notice = _closed_notice(frame)
+            if frame.get("questionnaireId") == self._lost:
+                self._lost = None  # the closed notice says what became of it
         elif kind == "error":
             self.busy = False
             ref = frame.get("ref")
@@ -248,8 +277,19 @@ class TuiModel:
             text = ERROR_TEXT.get(code) or str(frame.get("message") or code)
             self.notice = Notice("error", f"{text} [{code}]")
 
+    def _check_lost(self, shown: str | None) -> None:
+        """The broker, back after a disconnection, shows ``shown`` (None: nothing)."""
+        lost, self._lost = self._lost, None
+        if lost is not None and shown != lost:
+            self.notice = Notice("warn", "The questionnaire you were answering ended while you were offline.")
+
     def _apply_question(self, frame: Frame) -> None:
         _check_question(frame)  # before anything changes: a bad frame leaves the state alone
+        resumed = (
+            self.view == "suspended"
+            and self.suspended is not None
+            and self.suspended["questionnaireId"] == frame["questionnaireId"]
+        )
         old = self.frame if self.view == "question" else None
         same_questionnaire = old is not None and old["questionnaireId"] == frame["questionnaireId"]
         same_step = same_questionnaire and old is not None and old["step"] == frame["step"]
@@ -277,10 +317,25 @@ class TuiModel:
             if not same_question:
                 self.highlight = 0
                 self._scroll = 0
+                self._text_scroll = 0
                 self._last_other = self.other or ""
+                self._last_clarify = ""
+            if resumed:
+                # Back from a clarification: on the first chosen option, as the browser does,
+                # so that Enter continues rather than reopening "Ask to clarify…".
+                self.highlight = self._first_selected_row()
+                self._scroll = 0
+                self._to_reply = True
             if self.mode != "confirm" or not same_questionnaire:
                 self.mode = "list"
         self.highlight = max(0, min(self.highlight, len(self.rows()) - 1))
+
+    def _first_selected_row(self) -> int:
+        assert self.frame is not None
+        for i, option in enumerate(self.frame["question"]["options"]):
+            if option["id"] in self.selected:
+                return i
+        return 0
 
     def _adopt_draft(self, frame: Frame) -> None:
         draft = frame.get("draft") or {}
@@ -350,6 +405,11 @@ class TuiModel:
             self._move(-1)
         elif name == "down":
             self._move(1)
+        elif name in ("pageup", "pagedown") and self._block_cut:
+            step = self._block_page if name == "pagedown" else -self._block_page
+            self._block_scroll = max(0, min(self._block_max, self._block_scroll + step))
+        elif name in ("pageup", "pagedown") and self._text_cut:
+            self._scroll_text(-1 if name == "pageup" else 1)
         elif name == "pageup":
             self._move(-self.page)
         elif name == "pagedown":
@@ -367,6 +427,9 @@ class TuiModel:
         elif name in ("enter", "space"):
             return self._activate(rows[self.highlight], toggle=name == "space")
         return []
+
+    def _scroll_text(self, direction: int) -> None:
+        self._text_scroll = max(0, min(self._text_max, self._text_scroll + direction * self._text_page))
 
     def _activate(self, row: Row, *, toggle: bool) -> list[Frame]:
         if row.kind == "option":
@@ -391,7 +454,7 @@ class TuiModel:
         if toggle:
             return []
         if row.kind == "clarify":
-            self._open_input("clarify", "")
+            self._open_input("clarify", self._last_clarify)
         else:
             self._open_confirm()
         return []
@@ -407,7 +470,7 @@ class TuiModel:
     def _offline_refusal(self) -> bool:
         if self.conn == "connected":
             return False
-        self.notice = Notice("warn", "Not connected — nothing was sent. Reconnecting…")
+        self.notice = Notice("warn", "Not connected — nothing was sent. Reconnecting…", conn=True)
         return True
 
     def _toggle(self, index: int) -> list[Frame]:
@@ -489,9 +552,14 @@ class TuiModel:
             box.end()
         elif name == "clear_line":
             box.clear_line()
+        elif name in ("pageup", "pagedown"):
+            if self._text_cut:
+                self._scroll_text(-1 if name == "pageup" else 1)
         elif name == "escape":
             if self.mode == "other":
                 self._last_other = box.text
+            else:
+                self._last_clarify = box.text
             self.mode = "list"
         elif name == "enter":
             return self._submit_input()
@@ -512,6 +580,7 @@ class TuiModel:
                     draft["other"] = self.other
                 fields["draft"] = draft
             self.busy = True
+            self._last_clarify = ""  # sent: the next "Ask to clarify…" starts afresh
             return [self._command("clarify", **fields)]
         # Other
         if not self.is_multi:
@@ -551,8 +620,9 @@ class TuiModel:
         width = max(width, 20)
         height = max(height, 6)
         top = [self._header(width, now)]
-        footer = [self._status_line(width, now), self._help_line(width)]
-        body_height = height - len(top) - len(footer)
+        body_height = height - len(top) - 2  # the footer: status and keys
+        # The question body measures what it cuts (the key hints depend on it).
+        self._text_cut = self._block_cut = False
         if self.view == "question" and self.frame is not None:
             body = self._question_body(width, body_height)
         elif self.view == "suspended" and self.suspended is not None:
@@ -562,6 +632,7 @@ class TuiModel:
         else:
             body = self._connecting_body(width, body_height, now)
         body = body[:body_height] + [[] for _ in range(body_height - len(body))]
+        footer = [self._status_line(width, now), self._help_line(width)]
         return [_fit(line, width) for line in top + body + footer]
 
     def _header(self, width: int, now: float) -> Line:
@@ -603,11 +674,17 @@ class TuiModel:
             if sum(cells(text) + 2 for _, text in parts) <= room:
                 break
         else:
-            # Too many questions for one line: a window around the current one.
-            current = next((i for i, it in enumerate(items) if it.get("state") == "current"), 0)
+            # Marks only; when even those do not fit, a window around the current one with
+            # "…" where marks are left out.
             parts = [(f"class:progress.{it.get('state', 'pending')}", marks.get(it.get("state"), "○")) for it in items]
-            start = max(0, current - room // 4)
-            parts = parts[start:]
+            if 3 * len(parts) - 2 > room:  # a mark and its separator take three cells
+                current = next((i for i, it in enumerate(items) if it.get("state") == "current"), 0)
+                fit = max(1, (room + 2) // 3 - 2)  # room for the two "…" too
+                start = max(0, min(current - fit // 2, len(parts) - fit))
+                window = parts[start : start + fit]
+                before = [("class:progress.pending", "…")] if start > 0 else []
+                after = [("class:progress.pending", "…")] if start + fit < len(parts) else []
+                parts = before + window + after
         line.append(("", "   "))
         for i, part in enumerate(parts):
             if i:
@@ -615,37 +692,53 @@ class TuiModel:
             line.append(part)
         return line
 
-    def _title(self, width: int, label: str, hint: str) -> Line:
+    def _title(self, width: int, label: str, hint: str) -> list[Line]:
+        """The question's label, wrapped in full, with ``hint`` on the right of its first line."""
         inner = width - 4
         hint_text = f"  {hint}" if hint else ""
-        label = truncate(clean(label), max(4, inner - cells(hint_text)))
-        gap = max(0, inner - cells(label) - cells(hint_text))
-        return [("", "  "), ("class:title", label), ("", " " * gap), ("class:hint", hint_text)]
+        chunks = wrap(clean(label), max(4, inner - cells(hint_text)))
+        gap = max(0, inner - cells(chunks[0]) - cells(hint_text))
+        first: Line = [("", "  "), ("class:title", chunks[0]), ("", " " * gap), ("class:hint", hint_text)]
+        return [first] + [[("", "  "), ("class:title", chunk)] for chunk in chunks[1:]]
 
-    def _clarification_lines(self, inner: int, budget: int) -> list[Line]:
+    def _clarification_lines(self, inner: int) -> list[Line]:
+        """The latest answered clarification for this question, in full."""
         assert self.frame is not None
         qid = self.frame["question"]["id"]
         answered = [
             c for c in self.frame.get("clarifications") or [] if c.get("questionId") == qid and c.get("response")
         ]
-        if not answered or budget < 2:
+        if not answered:
             return []
         latest = answered[-1]
-        asked = wrap(str(latest["request"]), inner - 11, max_lines=1)
-        reply_budget = max(1, budget - 1)
-        reply = wrap(str(latest["response"]), inner - 11, max_lines=reply_budget)
-        lines: list[Line] = [
-            [
-                ("", "  "),
-                ("class:clar.label", "You asked "),
-                ("", " "),
-                ("class:clar.request", asked[0]),
-            ]
-        ]
-        for i, text in enumerate(reply):
-            label = "Agent     " if i == 0 else "          "
-            lines.append([("", "  "), ("class:clar.label", label), ("", " "), ("class:clar.response", text)])
+        lines: list[Line] = []
+        for label, style, text in (
+            ("You asked ", "class:clar.request", str(latest["request"])),
+            ("Agent     ", "class:clar.response", str(latest["response"])),
+        ):
+            for i, chunk in enumerate(wrap(text, inner - 11)):
+                lines.append(
+                    [("", "  "), ("class:clar.label", label if i == 0 else " " * 10), ("", " "), (style, chunk)]
+                )
         return lines
+
+    def _text_window(self, text: list[Line], reply_at: int, budget: int) -> list[Line]:
+        """The question's text in ``budget`` lines: all of it, or a scrolled part and a marker."""
+        if len(text) + 1 <= budget:
+            self._text_cut, self._text_max, self._to_reply = False, 0, False
+            return text + [[]]
+        visible = max(1, budget - 1)
+        self._text_cut = True
+        self._text_max = len(text) - visible
+        self._text_page = max(1, visible - 1)  # a page keeps one line of context
+        if self._to_reply and reply_at >= 0:
+            self._text_scroll = reply_at
+        self._to_reply = False
+        self._text_scroll = max(0, min(self._text_scroll, self._text_max))
+        top = self._text_scroll
+        above, below = top, len(text) - top - visible
+        marker: Line = [("", "  "), ("class:scroll", _more_lines(above, below))]
+        return text[top : top + visible] + [marker]
 
     def _question_body(self, width: int, height: int) -> list[Line]:
         assert self.frame is not None
@@ -653,25 +746,23 @@ class TuiModel:
         inner = max(10, width - 4)
         head: list[Line] = [self._progress(width), []]
         title = self._title(width, str(q.get("label") or q["id"]), self.bounds_text())
+        text: list[Line] = [[("", "  "), ("class:prompt", t)] for t in wrap(str(q.get("prompt", "")), inner)]
+        clar = self._clarification_lines(inner)
+        reply_at = -1
+        if clar:
+            text.append([])
+            reply_at = len(text)
+            text += clar
+        avail = height - len(head) - len(title)  # for the text, its spacer and what is below
         if self.mode in ("other", "clarify"):
             lower = self._input_box(width)
-            lower_min = len(lower)
-        else:
-            blocks = self._row_blocks(width)
-            total = sum(len(lines) for _, lines in blocks)
-            lower_min = min(total, 7)
-        text_budget = height - len(head) - 1 - 1 - lower_min  # title, spacer
-        clar = self._clarification_lines(inner, min(6, max(0, text_budget - 2)))
-        if clar:
-            clar.append([])
-        prompt_budget = max(1, text_budget - len(clar))
-        prompt = [
-            [("", "  "), ("class:prompt", t)] for t in wrap(str(q.get("prompt", "")), inner, max_lines=prompt_budget)
-        ]
-        upper = head + [title] + prompt + [[]] + clar
+            return head + title + self._text_window(text, reply_at, max(2, avail - len(lower))) + lower
+        blocks = self._row_blocks(width)
+        total = sum(len(lines) for _, lines in blocks)
+        hl_lines = sum(len(lines) for r, lines in blocks if r == self.highlight)
+        lower_min = min(total, max(7, hl_lines + 2))  # the highlighted option whole, and its neighbours
+        upper = head + title + self._text_window(text, reply_at, max(2, avail - lower_min))
         room = max(1, height - len(upper))
-        if self.mode in ("other", "clarify"):
-            return upper + lower
         return upper + self._viewport(blocks, room, width)
 
     def _row_blocks(self, width: int) -> list[tuple[int | None, list[Line]]]:
@@ -695,10 +786,15 @@ class TuiModel:
                 if multi:
                     on = option["id"] in self.selected
                     line.append(("class:check.on" if on else "class:check.off", "[✓] " if on else "[ ] "))
-                line.append(("class:option.label", truncate(clean(str(option["label"])), label_room)))
+                label = clean(str(option["label"]))
+                # The highlighted option shows its label and description in full, the others a line each.
+                label_lines = wrap(label, label_room) if hl else [truncate(label, label_room)]
+                line.append(("class:option.label", label_lines[0]))
+                for text in label_lines[1:]:
+                    lines.append([("", "    " + " " * box), ("class:option.label", text)])
                 desc = option.get("description")
                 if desc:
-                    for text in wrap(str(desc), label_room - 2, max_lines=3 if hl else 1):
+                    for text in wrap(str(desc), label_room - 2, max_lines=None if hl else 1):
                         lines.append([("", "      " + " " * box), ("class:option.desc", text)])
             elif row.kind == "other":
                 if multi:
@@ -729,6 +825,8 @@ class TuiModel:
             return [ln for _, ln in flat]
         space = max(1, room - 2)
         hl = [i for i, (r, _) in enumerate(flat) if r == self.highlight]
+        if len(hl) > space:
+            return self._tall_block(flat, hl, space)
         first, last = (hl[0], hl[-1] + 1) if hl else (0, 1)
         if first > 0 and flat[first - 1][0] is None:
             first -= 1  # keep the separator above the first action row in view
@@ -736,7 +834,7 @@ class TuiModel:
         top = min(top, first)
         if last > top + space:
             top = last - space
-        top = max(0, min(top, len(flat) - space))
+        top = max(0, min(top, len(flat) - space, hl[0] if hl else len(flat)))  # a tall block shows its start
         self._scroll = top
         shown = flat[top : top + space]
         visible_rows = {r for r, _ in shown if r is not None}
@@ -746,6 +844,26 @@ class TuiModel:
         up: Line = [("", "  "), ("class:scroll", f"↑ {above} more")] if above else []
         down: Line = [("", "  "), ("class:scroll", f"↓ {below} more")] if below else []
         return [up] + [ln for _, ln in shown] + [down]
+
+    def _tall_block(self, flat: list[tuple[int | None, Line]], hl: list[int], space: int) -> list[Line]:
+        """The highlighted option alone is taller than the space: it scrolls on its own (PgUp/PgDn)."""
+        if self._block_of != self.highlight:
+            self._block_of, self._block_scroll = self.highlight, 0
+        visible = max(1, space - 1)
+        self._block_cut = True
+        self._block_max = len(hl) - visible
+        self._block_page = max(1, visible - 1)
+        self._block_scroll = max(0, min(self._block_scroll, self._block_max))
+        start = hl[0] + self._block_scroll
+        self._scroll = hl[0]
+        self.page = 1
+        shown = [ln for _, ln in flat[start : start + visible]]
+        marker: Line = [("", "      "), ("class:scroll", _more_lines(start - hl[0], hl[-1] + 1 - start - visible))]
+        above = len({r for r, _ in flat[: hl[0]] if r is not None})
+        below = len({r for r, _ in flat[hl[-1] + 1 :] if r is not None})
+        up: Line = [("", "  "), ("class:scroll", f"↑ {above} more")] if above else []
+        down: Line = [("", "  "), ("class:scroll", f"↓ {below} more")] if below else []
+        return [up] + shown + [marker, down]
 
     def _input_box(self, width: int) -> list[Line]:
         inner = max(10, width - 8)
@@ -820,7 +938,7 @@ class TuiModel:
             body.append([("class:progress.head", "  Questionnaire paused")])
         body.append([])
         if label:
-            body.append(self._title(width, label, "paused"))
+            body += self._title(width, label, "paused")
             body.append([])
         body.append([("", "  "), ("class:wait", "◔ Waiting for the agent to answer your question…")])
         body.append([])
@@ -902,7 +1020,7 @@ class TuiModel:
                 (
                     "class:status.warn",
                     truncate(
-                        f" ! Connection lost — reconnecting in {wait}s. Your answers are kept.",
+                        f" ! Connection lost — retry in {wait}s. Answers already sent are saved by the broker.",
                         width,
                     ),
                 )
@@ -929,6 +1047,10 @@ class TuiModel:
             return on_an_option
         return {"other": "type your answer", "clarify": "ask the agent", "cancel": "cancel"}[row.kind]
 
+    def _read_key(self) -> list[tuple[str, str]]:
+        """PageUp/PageDown, when the question's text is cut (they scroll it)."""
+        return [("PgUp/PgDn", "read")] if self._text_cut or self._block_cut else []
+
     def _help_line(self, width: int) -> Line:
         if self.mode == "confirm":
             keys = [("y", "cancel questionnaire"), ("n/Esc", "keep answering")]
@@ -936,19 +1058,27 @@ class TuiModel:
             keys = [
                 ("Enter", "send" if self.mode == "clarify" or not self.is_multi else "done"),
                 ("Esc", "back"),
+                *self._read_key(),
                 ("Ctrl+U", "clear"),
                 ("Ctrl+C", "quit"),
             ]
         elif self.view == "question" and self.is_multi:
             keys = [
                 ("↑↓", "move"),
+                *self._read_key(),
                 ("Space", "toggle"),
                 ("Enter", self._enter_does("continue")),
                 ("Esc", "cancel"),
                 ("Ctrl+C", "quit"),
             ]
         elif self.view == "question":
-            keys = [("↑↓", "move"), ("Enter", self._enter_does("choose")), ("Esc", "cancel"), ("Ctrl+C", "quit")]
+            keys = [
+                ("↑↓", "move"),
+                *self._read_key(),
+                ("Enter", self._enter_does("choose")),
+                ("Esc", "cancel"),
+                ("Ctrl+C", "quit"),
+            ]
         elif self.view == "suspended":
             keys = [("Esc", "cancel questionnaire"), ("Ctrl+C", "quit")]
         else:
@@ -998,6 +1128,15 @@ def _closed_notice(frame: Frame) -> Notice:
             return Notice("info", "The agent withdrew the questionnaire.", about)
         return Notice("info", "Questionnaire cancelled — the agent was told.", about)
     return Notice("warn", f"The questionnaire closed unanswered ({reason or status}).", about)
+
+
+def _more_lines(above: int, below: int) -> str:
+    """The marker under text cut to fit: how much more there is, and the keys that show it."""
+    if above and below:
+        return f"↑ {above} · ↓ {below} more lines · PgUp/PgDn"
+    if below:
+        return f"↓ {below} more line{'s' if below > 1 else ''} · PgDn"
+    return f"↑ {above} line{'s' if above > 1 else ''} above · PgUp"
 
 
 def _seconds_left(deadline: float | None, now: float) -> int:

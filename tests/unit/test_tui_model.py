@@ -450,7 +450,78 @@ def test_suspended_shows_waiting_and_resume_shows_the_agents_response() -> None:
     text = screen(model)
     assert "Agent" in text and "A copy of production for testing." in text
     assert model.selected == {"o1"}
-    assert model.highlight == 4  # back where the person was
+    # On the first chosen option, as in the browser: Enter now continues, not "Ask to clarify…" again.
+    assert model.highlight == 1
+    assert "❯ [✓] Option 1" in text and "Enter continue" in text
+
+
+def test_after_a_resume_the_highlight_is_on_the_first_option_when_none_is_chosen() -> None:
+    model = connected(question_frame(step=3))
+    model.highlight = 4  # "Ask to clarify…"
+    model.apply(
+        {
+            "type": "suspended",
+            "questionnaireId": "qn-1",
+            "revision": 1,
+            "step": 4,
+            "questionId": "target",
+            "request": "?",
+        }
+    )
+    clarification = {"revision": 1, "questionId": "target", "request": "?", "response": "!"}
+    model.apply(question_frame(step=5, clarifications=[clarification]))
+    assert model.highlight == 0
+    assert "Enter choose" in screen(model)
+
+
+def test_escape_keeps_the_clarification_being_typed_until_it_is_sent() -> None:
+    model = connected(question_frame(step=3))
+    model.highlight = 4
+    model.key("enter")
+    typed(model, "What is staging?")
+    model.key("escape")
+    assert model.mode == "list"
+    model.key("enter")  # reopened: the draft is still there, cursor at its end
+    assert cast(Mode, model.mode) == "clarify" and model.input.text == "What is staging?"
+    assert "What is staging?" in screen(model)
+    assert model.key("enter")[0]["request"] == "What is staging?"
+    # Sent but refused by the broker: the box still holds it, and Esc keeps it again.
+    model.apply({"type": "error", "code": "rate_limited", "message": "slow down"})
+    model.key("escape")
+    assert cast(Mode, model.mode) == "list"
+    model.key("enter")
+    assert model.input.text == "What is staging?"  # what was in the box when Esc was pressed
+    model.key("clear_line")
+    typed(model, "again")
+    model.key("escape")
+    # Another question: the draft was about the last one.
+    model.apply(question_frame(step=4, qid="checks", index=1))
+    model.highlight = 4
+    model.key("enter")
+    assert model.input.text == ""
+
+
+def test_a_sent_clarification_is_not_offered_again() -> None:
+    model = connected(question_frame(step=3))
+    model.highlight = 4
+    model.key("enter")
+    typed(model, "Why?")
+    assert model.key("enter") != []
+    model.apply(
+        {
+            "type": "suspended",
+            "questionnaireId": "qn-1",
+            "revision": 1,
+            "step": 4,
+            "questionId": "target",
+            "request": "Why?",
+        }
+    )
+    clarification = {"revision": 1, "questionId": "target", "request": "Why?", "response": "Because."}
+    model.apply(question_frame(step=5, clarifications=[clarification]))
+    model.highlight = 4
+    model.key("enter")
+    assert model.mode == "clarify" and model.input.text == ""
 
 
 def test_escape_while_suspended_cancels_after_confirmation() -> None:
@@ -560,6 +631,111 @@ def test_commands_are_refused_while_offline() -> None:
     assert "offline · retry in 3s" in text
 
 
+def test_the_not_connected_notice_goes_when_the_broker_welcomes_the_client_again() -> None:
+    model = connected(question_frame())
+    model.disconnected("connection lost", retry_at=3.0)
+    model.key("enter")
+    assert "Not connected" in screen(model)
+    model.connecting(1)
+    model.apply({"type": "welcome", "clientId": "c1", "sessionId": "demo", "protocol": 1})
+    text = screen(model)
+    assert "● connected" in text and "Not connected" not in text
+    # Other notices are not about the connection: a welcome leaves them alone.
+    model.apply({"type": "error", "code": "rate_limited", "message": "slow"})
+    model.apply({"type": "welcome", "clientId": "c1", "sessionId": "demo", "protocol": 1})
+    assert "slow down" in screen(model)
+
+
+def test_offline_wording_promises_only_what_the_broker_keeps() -> None:
+    model = connected(question_frame())
+    model.disconnected("connection lost", retry_at=3.0)
+    text = screen(model)
+    assert "Connection lost — retry in 3s. Answers already sent are saved by the broker." in text
+    assert "Your answers are kept" not in text
+
+
+def reconnected(model: TuiModel) -> None:
+    model.disconnected("connection lost", retry_at=1.0)
+    model.connecting(1)
+    model.apply({"type": "welcome", "clientId": "c2", "sessionId": "demo", "protocol": 1})
+
+
+ENDED = "The questionnaire you were answering ended while you were offline."
+
+
+@pytest.mark.parametrize(
+    "after",
+    [
+        {"type": "idle"},  # the reconnect grace ran out, or a broker with a memory store restarted
+        question_frame(qn="qn-2"),  # and the agent has started another one meanwhile
+        {"type": "suspended", "questionnaireId": "qn-2", "revision": 1, "step": 2, "questionId": "x", "request": "?"},
+    ],
+)
+def test_a_questionnaire_that_ended_while_disconnected_is_explained(after: dict[str, Any]) -> None:
+    model = connected(question_frame(qn="qn-1"))
+    reconnected(model)
+    model.apply(after)
+    assert ENDED in screen(model, width=120)
+    model.apply({"type": "idle"})  # said once
+    model.key("down")
+    assert ENDED not in screen(model, width=120)
+
+
+def test_a_questionnaire_back_after_reconnecting_or_closed_with_a_reason_needs_no_extra_notice() -> None:
+    model = connected(question_frame(qn="qn-1"))
+    reconnected(model)
+    model.apply(question_frame(qn="qn-1"))  # restored as stored
+    assert ENDED not in screen(model, width=120)
+    suspended = {
+        "type": "suspended",
+        "questionnaireId": "qn-1",
+        "revision": 1,
+        "step": 2,
+        "questionId": "t",
+        "request": "?",
+    }
+    model.apply(suspended)
+    reconnected(model)
+    model.apply(suspended)
+    assert ENDED not in screen(model, width=120)
+    reconnected(model)
+    model.apply({"type": "closed", "questionnaireId": "qn-1", "status": "cancelled", "reason": "aborted"})
+    model.apply({"type": "idle"})
+    text = screen(model, width=120)
+    assert "withdrew" in text and ENDED not in text
+    # Offline with nothing on screen: nothing to have lost.
+    reconnected(model)
+    model.apply(question_frame(qn="qn-3"))
+    assert ENDED not in screen(model, width=120)
+
+
+def twenty_questions(current: int) -> dict[str, Any]:
+    frame = question_frame(index=current)
+    frame["total"] = 20
+    frame["progress"] = [
+        {
+            "questionId": f"q{i}",
+            "label": f"Question {i}",
+            "state": "answered" if i < current else "current" if i == current else "pending",
+        }
+        for i in range(20)
+    ]
+    return frame
+
+
+def test_progress_marks_that_do_not_fit_are_shown_as_an_ellipsis() -> None:
+    for current in (0, 9, 19):
+        line = screen(connected(twenty_questions(current)), width=60).split("\n")[1]
+        assert f"Question {current + 1} of 20" in line
+        assert "●" in line and cells(line) <= 60
+        marks = sum(line.count(m) for m in "✓●○")
+        assert marks < 20
+        assert line.rstrip().endswith("…") == (current < 19), line
+        assert ("   …  " in line) == (current > 0), line
+    line = screen(connected(twenty_questions(9)), width=80).split("\n")[1]
+    assert sum(line.count(m) for m in "✓●○") == 20 and "…" not in line
+
+
 def test_progress_shows_position_and_labels() -> None:
     text = screen(connected(question_frame()))
     assert "Question 1 of 3" in text
@@ -625,6 +801,107 @@ def test_long_lists_scroll_to_keep_the_highlight_visible() -> None:
     for _ in range(3):
         model.key("up")
     assert "❯ Option 49" in screen(model)
+
+
+LONG_PROMPT = " ".join(f"Sentence {i} of the prompt adds one more detail to read." for i in range(1, 33))
+
+
+def sentences_read(model: TuiModel, width: int, height: int, pages: int = 40) -> str:
+    """Everything shown while paging down through the question's text."""
+    seen = screen(model, width, height)
+    for _ in range(pages):
+        model.key("pagedown")
+        seen += screen(model, width, height)
+    return seen
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 24)])
+def test_a_long_prompt_is_read_in_full_with_page_down(size: tuple[int, int]) -> None:
+    width, height = size
+    assert len(LONG_PROMPT) > 1750
+    model = connected(question_frame("multi", prompt=LONG_PROMPT))
+    text = screen(model, width, height)
+    assert "Sentence 1 of" in text and "Sentence 32 of" not in text
+    assert "more lines · PgDn" in text  # the cut is marked
+    assert "PgUp/PgDn read" in text  # and the keys said
+    assert "❯ [ ] Option 0" in text  # the options stay in view
+    seen = sentences_read(model, width, height)
+    joined = " ".join(seen.split())
+    for i in range(1, 33):
+        assert f"Sentence {i} of" in joined, i
+    assert model.highlight == 0  # PageDown read on; it did not move the highlight
+    assert "lines above · PgUp" in screen(model, width, height)
+    for _ in range(40):
+        model.key("pageup")
+    assert "Sentence 1 of" in screen(model, width, height)
+
+
+def test_page_keys_scroll_the_text_while_typing_a_clarification() -> None:
+    model = connected(question_frame(prompt=LONG_PROMPT))
+    model.highlight = 4
+    model.key("enter")
+    typed(model, "which one?")
+    seen = sentences_read(model, 80, 24)
+    assert "Sentence 32 of" in seen
+    assert model.input.text == "which one?"
+    assert "PgUp/PgDn read" in screen(model)
+
+
+def test_the_agents_long_reply_is_shown_after_a_resume_and_read_in_full() -> None:
+    reply = " ".join(f"Reply {i} explains the staging cluster a little more." for i in range(1, 20))
+    assert 990 < len(reply) <= 1000  # the seed's limit
+    clarification = {"revision": 1, "questionId": "target", "request": "What is staging?", "response": reply}
+    model = connected(question_frame(prompt=LONG_PROMPT, step=3))
+    model.apply(
+        {
+            "type": "suspended",
+            "questionnaireId": "qn-1",
+            "revision": 1,
+            "step": 4,
+            "questionId": "target",
+            "request": "?",
+        }
+    )
+    model.apply(question_frame(prompt=LONG_PROMPT, step=5, clarifications=[clarification]))
+    text = screen(model)
+    assert "You asked  What is staging?" in text and "Reply 1 explains" in text  # scrolled to the reply
+    seen = " ".join(sentences_read(model, 80, 24).split())
+    for i in range(1, 20):
+        assert f"Reply {i} explains" in seen, i
+
+
+def test_short_text_is_not_cut_and_page_keys_page_the_options() -> None:
+    model = connected(question_frame(options=40))
+    text = screen(model)
+    assert "more lines" not in text and "PgUp/PgDn" not in text
+    model.key("pagedown")
+    assert model.highlight > 1
+
+
+LONG_LABEL = " ".join(f"label{i}" for i in range(1, 25))
+LONG_DESCRIPTION = " ".join(f"describes{i}" for i in range(1, 45))
+
+
+@pytest.mark.parametrize("kind", ["single", "multi"])
+@pytest.mark.parametrize("size", [(60, 24), (80, 24)])
+def test_the_highlighted_option_shows_its_whole_label_and_description(kind: str, size: tuple[int, int]) -> None:
+    assert len(LONG_LABEL) > 150 and len(LONG_DESCRIPTION) > 450
+    frame = question_frame(kind, options=4, prompt=LONG_PROMPT)
+    frame["question"]["options"][1].update(label=LONG_LABEL, description=LONG_DESCRIPTION)
+    model = connected(frame)
+    text = screen(model, *size)
+    assert "label24" not in text and "describes44" not in text  # not highlighted: a line each
+    model.key("down")
+    text = " ".join(screen(model, *size).split())
+    for i in range(1, 25):
+        assert f"label{i} " in text, i
+    # On 24 rows of 60 columns the option is taller than its space: PageDown reads the rest.
+    text = " ".join(sentences_read(model, *size).split())
+    for i in range(1, 45):
+        assert f"describes{i} " in text, i
+    assert model.highlight == 1
+    lines = model.render(*size)
+    assert all(sum(cells(t) for _, t in line) <= size[0] for line in lines)
 
 
 def test_typing_wide_characters_keeps_the_input_box_aligned() -> None:
