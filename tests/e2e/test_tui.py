@@ -47,6 +47,7 @@ class Terminal:
         self.status_file = tmp / "exit-status"
         self.output_file = tmp / "output"
         self.started = False
+        self.width = WIDTH  # set before start() for a narrower pane
 
     def tmux(self, *args: str, check: bool = True) -> str:
         result = subprocess.run(
@@ -72,7 +73,7 @@ class Terminal:
             "-s",
             "main",
             "-x",
-            str(WIDTH),
+            str(self.width),
             "-y",
             str(HEIGHT),
             "-c",
@@ -328,16 +329,22 @@ def test_clarify_then_resume_shows_the_agents_response(terminal: Terminal, live:
     terminal.wait_for("[✓] Unit tests")
     terminal.keys("End", "Up", "Enter")
     terminal.wait_for("Ask the agent about this question")
-    terminal.type("How long do end-to-end tests take?")
+    terminal.type("How long do end-to-end")
+    terminal.keys("Escape")  # back to the options: what was typed is kept
+    terminal.wait_gone("Ask the agent about this question")
+    terminal.keys("Enter")
+    terminal.wait_for("Ask the agent about this question", "How long do end-to-end")
+    terminal.type(" tests take?")
     terminal.keys("Enter")
     terminal.wait_for("Waiting for the agent", "How long do end-to-end tests take?")
     result = outcome(live, sid, qid)
     assert result["details"]["status"] == "needs_clarification"
     revision = result["details"]["revision"]
     resume(live, sid, qid, revision, "About twelve minutes on the staging cluster.")
-    screen = terminal.wait_for("About twelve minutes on the staging cluster.", "[✓] Unit tests")
+    # Back on the first chosen option (not on "Ask to clarify…"), so Enter would continue.
+    screen = terminal.wait_for("About twelve minutes on the staging cluster.", "❯ [✓] Unit tests", "Enter continue")
     assert "Agent" in screen and "You asked" in screen
-    terminal.keys("Home", "Down", "Space", "Enter")
+    terminal.keys("Down", "Space", "Enter")
     terminal.wait_for("Questionnaire completed")
     done = outcome(live, sid, qid)
     assert answers(done)["checks"]["selectedOptionIds"] == ["unit", "e2e"]
@@ -439,13 +446,95 @@ def test_reconnects_after_a_broker_restart_with_state_intact(terminal: Terminal)
         terminal.keys("Down", "Down", "Space")
         terminal.wait_for("[✓] Lint and types", "1 selected")
         process.stop()
-        terminal.wait_for("offline", "Connection lost")
+        terminal.wait_for("offline", "Connection lost", "Answers already sent are saved by the broker")
+        terminal.keys("Space")  # refused while offline: nothing is sent, and the screen says so
+        terminal.wait_for("Not connected — nothing was sent")
         process.start()
         screen = terminal.wait_for("● connected", "[✓] Lint and types", timeout=30)
         assert "Connection lost" not in screen
+        terminal.wait_gone("Not connected")  # with no key pressed: the welcome ends that notice
         terminal.keys("Enter")
         terminal.wait_for("Questionnaire completed")
         assert answers(outcome(process, sid, qid))["checks"]["selectedOptionIds"] == ["lint"]
+
+
+def test_a_questionnaire_lost_in_a_broker_restart_is_explained(terminal: Terminal) -> None:
+    with broker(client_wait=10, reconnect_grace=60) as process:  # a memory store: a restart forgets
+        sid = session_id()
+        open_tui(terminal, process, sid)
+        start(process, sid, TARGET)
+        terminal.wait_for("❯ Staging")
+        process.stop()
+        terminal.wait_for("offline", "Answers already sent are saved by the broker")
+        process.start()
+        terminal.wait_for(
+            "● connected",
+            "Waiting for questions",
+            "The questionnaire you were answering ended while you were offline",
+            timeout=30,
+        )
+
+
+def test_a_long_prompt_and_reply_are_read_with_page_down(terminal: Terminal, live: BrokerProcess) -> None:
+    sid = session_id()
+    open_tui(terminal, live, sid)
+    prompt = " ".join(f"Sentence {i} of the prompt adds one more detail to read." for i in range(1, 33))
+    reply = " ".join(f"Reply {i} explains the staging cluster a little more." for i in range(1, 20))
+    assert len(prompt) > 1750 and 990 < len(reply) <= 1000  # the seed's limit
+    qid = start(live, sid, dict(TARGET, prompt=prompt))
+    screen = terminal.wait_for("Sentence 1 of", "more lines · PgDn", "PgUp/PgDn read", "❯ Staging")
+    assert "Sentence 32 of" not in screen
+    seen = screen
+    for _ in range(12):
+        terminal.keys("PageDown")
+        seen += terminal.wait_for("❯ Staging")
+        if "Sentence 32 of" in seen:
+            break
+    joined = " ".join(seen.split())
+    assert all(f"Sentence {i} of" in joined for i in range(1, 33)), seen
+    terminal.wait_for("lines above · PgUp")
+    terminal.keys("End", "Up", "Enter")
+    terminal.wait_for("Ask the agent about this question")
+    terminal.type("What is staging?")
+    terminal.keys("Enter")
+    terminal.wait_for("Waiting for the agent")
+    resume(live, sid, qid, outcome(live, sid, qid)["details"]["revision"], reply)
+    seen = terminal.wait_for("You asked  What is staging?", "Reply 1 explains", "❯ Staging")  # shown at its start
+    for _ in range(12):
+        terminal.keys("PageDown")
+        seen += terminal.wait_for("❯ Staging")
+        if "Reply 19 explains" in seen:
+            break
+    joined = " ".join(seen.split())
+    assert all(f"Reply {i} explains" in joined for i in range(1, 20)), seen
+    terminal.keys("Enter")
+    terminal.wait_for("Questionnaire completed")
+    assert answers(outcome(live, sid, qid))["deploy_target"]["selectedOptionIds"] == ["staging"]
+
+
+def test_sixty_columns_show_every_question_mark_or_an_ellipsis_and_whole_options(terminal: Terminal) -> None:
+    with broker(client_wait=10, reconnect_grace=30) as process:
+        terminal.width = 60
+        sid = session_id()
+        open_tui(terminal, process, sid)
+        label = " ".join(f"word{i}" for i in range(1, 21))
+        description = " ".join(f"detail{i}" for i in range(1, 31))
+        first = dict(
+            TARGET,
+            options=[
+                {"id": "staging", "label": "Staging"},
+                {"id": "production", "label": label, "description": description},
+            ],
+        )
+        others = [dict(NAME, id=f"q{i}", label=f"Question {i}") for i in range(2, 21)]
+        start(process, sid, first, *others)
+        screen = terminal.wait_for("Question 1 of 20", "❯ Staging")
+        progress = screen.split("\n")[1]
+        assert progress.rstrip().endswith("…") and progress.count("○") < 19, progress
+        assert "word20" not in screen  # one line while not highlighted
+        terminal.keys("Down")
+        screen = terminal.wait_for("word20", "detail30")
+        assert all(cells(line) <= 60 for line in screen.split("\n"))
 
 
 def test_screenshot(terminal: Terminal, live: BrokerProcess) -> None:
