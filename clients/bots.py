@@ -30,6 +30,8 @@ from urllib.parse import urlsplit
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_COUNT = 10_000_000
 MAX_DURATION = 24 * 3600.0
+DEFAULT_COUNT = 20
+DEFAULT_DURATION = 30.0
 MAX_SESSIONS = 100_000
 EXIT_VERIFY = 1
 EXIT_ERRORS = 2
@@ -123,13 +125,21 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default=0.0,
         help="per question, probability the answering bot drops and reconnects first (default 0)",
     )
-    add("--count", type=int, default=20, help="stop after this many questionnaires (default 20)")
     add(
-        "--duration", type=float, default=30.0, help="stop starting questionnaires after this many seconds (default 30)"
+        "--count",
+        type=int,
+        default=None,
+        help="stop after this many questionnaires (default 20; with only --duration, no count limit)",
+    )
+    add(
+        "--duration",
+        type=float,
+        default=None,
+        help="stop starting questionnaires after this many seconds (default 30; with only --count, no time limit)",
     )
     add("--timeout", type=float, default=60.0, help="give up on one questionnaire after this many seconds (default 60)")
     add("--wait", type=float, default=30.0, help="the agent calls' long-poll ?wait= (seconds, default 30)")
-    add("--processes", type=int, default=1, help="load-generator processes (default 1)")
+    add("--processes", type=int, default=1, help="load-generator processes (1-64, default 1)")
     add("--seed", type=int, default=None, help="random seed (default: random)")
     add("--deflate", action="store_true", help="offer permessage-deflate (off by default)")
     add("--json", action="store_true", help="print the final figures as JSON on stdout")
@@ -215,7 +225,8 @@ def token_refusal(urls: list[str], secret: str, timeout: float = 5.0) -> str | N
     """Why the brokers would refuse every bot (a token signed with another secret), or None.
     Asked once, of each broker that answers, before any load: refused tokens would otherwise
     be retried for the whole run and end in a table of close_4401 errors. An agent token
-    asks for a questionnaire that does not exist: 404 means the token was accepted."""
+    asks for a questionnaire that does not exist: qbroker's 404 means the token was
+    accepted; any other 404 means the URL is not a qbroker broker."""
     import ssl
     import uuid
 
@@ -237,7 +248,18 @@ def token_refusal(urls: list[str], secret: str, timeout: float = 5.0) -> str | N
                     f" {response.status_code}): pass the broker's QBROKER_SECRET with --secret"
                     " (or --data-dir for one that generated its own)"
                 )
+            if response.status_code == 404 and _error_code(response) != "unknown_questionnaire":
+                return f"{url} does not answer as a qbroker broker (its agent API: HTTP 404, not a qbroker error)"
     return None
+
+
+def _error_code(response: Any) -> str | None:
+    """The qbroker error code in ``response`` (an httpx.Response), or None."""
+    try:
+        code = response.json()["error"]["code"]
+    except (ValueError, KeyError, TypeError):
+        return None
+    return code if isinstance(code, str) else None
 
 
 def likely_causes(report: dict[str, Any], urls: list[str]) -> list[str]:
@@ -306,6 +328,15 @@ def run(args: argparse.Namespace) -> int:
         return _fail(f"--sessions must be 1-{MAX_SESSIONS}")
     if not 1 <= args.bots <= 32:
         return _fail("--bots must be 1-32")
+    # Either bound alone is the run's bound; neither: a short run (20 questionnaires, 30 s).
+    if args.count is None and args.duration is None:
+        args.count, args.duration = DEFAULT_COUNT, DEFAULT_DURATION
+    elif args.count is None:
+        args.count = MAX_COUNT
+    elif args.duration is None:
+        args.duration = MAX_DURATION
+    if not 1 <= args.processes <= 64:
+        return _fail("--processes must be 1-64")
     if not 1 <= args.count <= MAX_COUNT:
         return _fail(f"--count must be 1-{MAX_COUNT}")
     if not 0 < args.duration <= MAX_DURATION:

@@ -195,8 +195,8 @@ class Stats:
             f"  completed {q['completed']}  cancelled {q['cancelled']}  unavailable {q['unavailable']}  "
             f"verified {q['verified']}  clarifications {data['clarifications']}  reconnects {data['reconnects']}",
             f"  questionnaires/s  {_fmt(data['questionnaires_per_s'])}",
-            f"  frames/s          {_fmt(data['frames_per_s'])}  (in {data['frames']['in']}, "
-            f"out {data['frames']['out']})",
+            f"  frames/s          {_fmt(data['frames_per_s'])}  ({data['frames']['in']} frames received by"
+            f" the bots, {data['frames']['out']} sent)",
             "",
             f"  {'latency (ms)':<26}{'count':>8}{'p50':>9}{'p90':>9}{'p99':>9}{'max':>9}",
         ]

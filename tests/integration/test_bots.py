@@ -72,6 +72,21 @@ def test_json_bots_complete_and_verify_every_questionnaire() -> None:
     assert report["config"]["codec"] == "json"
 
 
+def test_either_bound_alone_bounds_the_run_and_processes_must_be_1_to_64() -> None:
+    with broker(log_level="warning") as b:
+        # --duration alone: no count limit (it was once cut at the default count of 20).
+        code, report, err = run_bots("--url", b.url, "--sessions", "4", "--duration", "2", "--think-time", "25-30")
+        assert code == 0, err
+        assert (report["config"]["count"], report["config"]["duration_s"]) == (10_000_000, 2.0)
+        assert report["questionnaires"]["done"] > 20, report["questionnaires"]
+        # --count alone: no time limit (the default 30 s would cut a long count short).
+        code, report, err = run_bots("--url", b.url, "--count", "3", "--think-time", "0")
+        assert code == 0, err
+        assert (report["config"]["count"], report["config"]["duration_s"]) == (3, 24 * 3600.0)
+        code, report, err = run_bots("--url", b.url, "--processes", "0")
+    assert code == 64 and "--processes must be 1-64" in err
+
+
 def test_msgpack_bots_with_clarifications_and_cancellations() -> None:
     with broker(log_level="warning") as b:
         code, report, err = run_bots(

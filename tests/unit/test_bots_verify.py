@@ -24,7 +24,7 @@ import pytest
 
 from broker import machine, results
 from broker.model import parse_tool_input
-from clients.bots import check_url, parse_think, probe_brokers, split_urls
+from clients.bots import check_url, parse_think, probe_brokers, split_urls, token_refusal
 from clients.bots_plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
 from clients.bots_stats import Samples, Stats, percentile
 from tests.support import need
@@ -265,6 +265,16 @@ def test_the_probe_refuses_only_when_no_broker_answers() -> None:
             == f'the broker at {busy} is not ready (/readyz: 503 {{"error": {{"code": "store_unavailable"}}}})'
         )
         assert probe_brokers([busy], timeout=2) == (True, warnings[1:])  # it answers: not a refusal
+
+
+def test_a_server_that_is_not_a_qbroker_broker_is_named_before_any_load() -> None:
+    # (python -m http.server, say: /readyz is a 404 page, so is the agent API)
+    with _readyz(404, b"<html>Not Found</html>") as stranger:
+        refusal = token_refusal([stranger], "s" * 40, timeout=2)
+    assert refusal == f"{stranger} does not answer as a qbroker broker (its agent API: HTTP 404, not a qbroker error)"
+    unknown = b'{"error": {"code": "unknown_questionnaire", "message": "questionnaire: no such questionnaire"}}'
+    with _readyz(404, unknown) as broker:
+        assert token_refusal([broker], "s" * 40, timeout=2) is None  # the token was accepted
 
 
 def test_a_certificate_the_bots_cannot_verify_names_ssl_cert_file(
