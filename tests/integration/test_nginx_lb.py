@@ -187,4 +187,6 @@ def test_a_questionnaire_completes_through_nginx_round_robin_over_three_brokers(
         brokers = [stack.enter_context(broker(redis.url)) for _ in range(3)]
         lb = stack.enter_context(nginx([b.port for b in brokers]))
         assert httpx.get(f"http://{lb}/healthz", timeout=5).json() == {"status": "ok"}
+        assert httpx.get(f"http://{lb}/metrics", timeout=5).status_code == 404  # not for the public
+        assert httpx.get(f"{brokers[0].url}/metrics", timeout=5).status_code == 200  # for the scraper
         asyncio.run(_through_nginx(lb, brokers))
