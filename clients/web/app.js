@@ -415,10 +415,13 @@
     var other = (draft && typeof draft.other === "string") ? draft.other : "";
     var input = $("other-input");
     var typing = input && document.activeElement === input;
+    // Other text over the limit was never sent (see sendDraft): it lives only here, and an
+    // echo must not replace or hide it.
+    var unsent = otherTooLong();
     if (other) {
       L.otherOpen = true;
-      if (!typing) L.otherText = other;
-    } else if (!typing && L.otherOpen && L.otherText.trim()) {
+      if (!typing && !unsent) L.otherText = other;
+    } else if (!typing && !unsent && L.otherOpen && L.otherText.trim()) {
       L.otherOpen = false; // removed elsewhere (another tab)
     }
   }
@@ -435,9 +438,18 @@
 
   function isMulti() { return !!(S.frame && S.frame.question && S.frame.question.type === "multi"); }
 
+  /** Other is open with more text than the broker takes. */
+  function otherTooLong() {
+    var L = S.local;
+    return !!(L && L.otherOpen && charCount(L.otherText.trim()) > OTHER_MAX);
+  }
+
   function sendDraft() {
     dropDraftTimer();
     if (!S.frame || S.busyRef !== null) return;
+    // A draft without the text would drop it without a word: send nothing until it fits, and
+    // say so next to the Continue button.
+    if (otherTooLong()) { updateDraftState(); return; }
     var draft = currentDraft();
     var frame = { type: "draft", questionnaireId: S.frame.questionnaireId, step: S.frame.step,
       selectedOptionIds: draft.selectedOptionIds, ref: nextRef() };
@@ -450,15 +462,25 @@
   function updateDraftState() {
     var el = $("draft-state");
     if (!el) return;
+    if (otherTooLong()) {
+      el.setAttribute("data-state", "unsaved");
+      el.textContent = "Not saved: your own answer is over " + OTHER_MAX + " characters";
+      return;
+    }
     var saving = !!(S.draftPending || S.draftTextTimer);
     el.setAttribute("data-state", saving ? "saving" : "saved");
     var any = S.local && (S.local.selected.size > 0 || (S.local.otherOpen && S.local.otherText.trim()));
     el.textContent = saving ? "Saving…" : any ? "Selections saved" : "";
   }
 
-  function selectionCount() {
+  /** Other counts as a selection once it is open and has text; an empty field is not one. */
+  function otherSelected() {
     var L = S.local;
-    return L.selected.size + (L.otherOpen && L.otherText.trim() ? 1 : 0);
+    return !!(L.otherOpen && L.otherText.trim());
+  }
+
+  function selectionCount() {
+    return S.local.selected.size + (otherSelected() ? 1 : 0);
   }
 
   function bounds() {
@@ -568,6 +590,12 @@
     var text = S.local.clarifyText.trim();
     if (!text) { setFieldError("clarify", "Type your question for the agent first."); return; }
     if (charCount(text) > CLARIFY_MAX) { setFieldError("clarify", "Please shorten your question to " + CLARIFY_MAX + " characters."); return; }
+    if (otherTooLong()) {
+      // The clarification carries the draft, and a draft cannot carry this text.
+      setFieldError("clarify", "First shorten your own answer (Other) to " + OTHER_MAX +
+        " characters: the question comes back with it after the agent's reply.");
+      return;
+    }
     if (!canAct()) return;
     dropDraftTimer(); // the clarify frame carries the draft
     var f = S.frame;
@@ -935,7 +963,8 @@
     var otherPanel = $("other-panel");
     if (otherBtn && otherPanel) {
       otherBtn.setAttribute("aria-expanded", L.otherOpen ? "true" : "false");
-      if (multi) otherBtn.setAttribute("aria-pressed", L.otherOpen ? "true" : "false");
+      // Pressed (a tick) exactly when it counts as a selection, as "Continue with N" counts it.
+      if (multi) otherBtn.setAttribute("aria-pressed", otherSelected() ? "true" : "false");
       otherPanel.hidden = !L.otherOpen;
       var input = $("other-input");
       if (input.value !== L.otherText && document.activeElement !== input) input.value = L.otherText;

@@ -337,8 +337,8 @@ def test_other_opens_a_text_field_with_a_counter_and_enter_submits(
     proceed = page.locator("#continue")
     expect(proceed).to_be_disabled()
     page.get_by_role("button", name=re.compile("^Other…")).click()
-    expect(page.locator("#other-open")).to_have_attribute("aria-pressed", "true")
     page.locator("#other-input").fill("Smoke test on the canary")
+    expect(page.locator("#other-open")).to_have_attribute("aria-pressed", "true")
     expect(proceed).to_have_text("Continue with 1 selection")
     expect(proceed).to_be_enabled()
     page.locator("#other-input").press("Enter")
@@ -598,6 +598,73 @@ def test_agent_text_keeps_its_line_breaks_and_never_scrolls_sideways_on_a_phone(
         no_sideways_scroll("the question with the agent's reply")
     finally:
         context.close()
+    assert errors == []
+
+
+def test_an_empty_other_on_a_multi_question_is_not_shown_as_a_selection(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    open_client(page, web_broker.url, web_sid)
+    web_agent.start(EXTRAS)
+    other = page.locator("#other-open")
+    proceed = page.locator("#continue")
+    other.click()
+    expect(other).to_have_attribute("aria-expanded", "true")
+    expect(other).to_have_attribute("aria-pressed", "false")  # open, but nothing typed: not a selection
+    expect(proceed).to_have_text("Continue with 0 selections")
+    page.locator("#other-input").fill("Smoke test")
+    expect(other).to_have_attribute("aria-pressed", "true")
+    expect(proceed).to_have_text("Continue with 1 selection")
+    page.locator("#other-input").fill("   ")
+    expect(other).to_have_attribute("aria-pressed", "false")
+    expect(proceed).to_have_text("Continue with 0 selections")
+
+
+def test_other_text_over_the_limit_on_a_multi_question_is_never_silently_dropped(
+    web_page: Page, web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    errors: list[str] = []
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(EXTRAS)
+    state = page.locator("#draft-state")
+    proceed = page.locator("#continue")
+    page.locator("#other-open").click()
+    field = page.locator("#other-input")
+    field.fill("Smoke test")
+    expect(state).to_have_text("Selections saved")
+
+    field.fill("x" * 2001)
+    expect(page.locator("#other-error")).to_have_text("That is 1 character too long.")
+    expect(state).to_have_text(re.compile("^Not saved"))
+    expect(proceed).to_be_disabled()
+    expect(page.locator("#continue-hint")).to_contain_text("longer than 2000 characters")
+    option(page, "bench").click()  # a toggle does not save the draft without the text either
+    expect(option(page, "bench")).to_have_attribute("aria-pressed", "true")
+    expect(state).to_have_text(re.compile("^Not saved"))
+    # The broker still holds the last draft that fitted, text included: a new tab shows it.
+    other_tab = _watch(web_context.new_page(), errors)
+    open_client(other_tab, web_broker.url, web_sid)
+    expect(other_tab.locator("#other-input")).to_have_value("Smoke test")
+    expect(option(other_tab, "bench")).to_have_attribute("aria-pressed", "false")
+    other_tab.close()
+    expect(page.locator("#other-input")).to_have_value("x" * 2001)  # its echo changed nothing here
+
+    # Asking to clarify would carry the draft: it is refused until the text fits.
+    page.get_by_role("button", name="Ask to clarify…").click()
+    page.locator("#clarify-input").fill("Is a smoke test enough?")
+    page.locator("#clarify-input").press("Enter")
+    expect(page.locator("#clarify-error")).to_contain_text("2000 characters")
+    expect(page.locator("#q-prompt")).to_have_text(EXTRAS["prompt"])
+
+    field.fill("Smoke test on the canary")
+    expect(state).to_have_text("Selections saved")
+    expect(proceed).to_have_text("Continue with 2 selections")
+    proceed.click()
+    assert web_agent.outcome(qid)["answers"] == [
+        {"questionId": "extras", "selectedOptionIds": ["bench"], "other": "Smoke test on the canary"}
+    ]
     assert errors == []
 
 
