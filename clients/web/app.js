@@ -51,6 +51,7 @@
 
   var ERROR_TITLES = {
     stale_step: "That question had already moved on",
+    stale_revision: "That question had already moved on",
     invalid_answer: "That answer was not accepted",
     unknown_option: "That option is not part of this question",
     other_not_allowed: "This question does not take a custom answer",
@@ -66,6 +67,13 @@
     unknown_questionnaire: "That questionnaire no longer exists",
     questionnaire_closed: "That questionnaire is already closed",
   };
+
+  // Refusals that only mean "someone else got there first": the broker's wording ("answer
+  // names step 0; the current step is 1") means nothing to the person, and the fresh state
+  // that follows the error is the real answer.
+  var RACE_TEXT = "Another window answered it first, or the agent changed the questionnaire. " +
+    "Here is where things stand now.";
+  var RACE_ERRORS = { stale_step: true, stale_revision: true };
 
   // ------------------------------------------------------------------ small helpers
 
@@ -105,6 +113,12 @@
 
   /** Length in code points, the way the broker (Python) counts characters. */
   function charCount(text) { return Array.from(text).length; }
+
+  /** `text` trimmed, with a full stop unless it already ends like a sentence. */
+  function sentence(text) {
+    var t = String(text).trim();
+    return /[.!?…:;。！？]["'”’»)\]]*$/.test(t) ? t : t + ".";
+  }
 
   function plural(n, one, many) { return n + " " + (n === 1 ? one : many); }
 
@@ -335,7 +349,7 @@
     var label = q.label || q.id || "";
     if (resumed) {
       var latest = latestResponse(frame);
-      announce("The agent replied" + (latest ? ": " + latest.response : "") + ". Back to " + label + ".");
+      announce("The agent replied" + (latest ? ": " + sentence(latest.response) : ".") + " Back to " + label + ".");
     } else {
       announce("Question " + (frame.index + 1) + " of " + frame.total + ": " + (q.prompt || label));
     }
@@ -385,7 +399,8 @@
   function onError(frame) {
     var code = String(frame.code || "error");
     var title = ERROR_TITLES[code] || "Something went wrong";
-    toast("error", title, frame.message || "", code === "stale_step" ? 6000 : 12000, code);
+    if (RACE_ERRORS[code]) toast("info", title, RACE_TEXT, 8000, code, true);
+    else toast("error", title, frame.message || "", 12000, code);
     if (frame.ref !== undefined && frame.ref !== null && frame.ref === S.busyRef) clearBusy();
     if (S.draftPending) { S.draftPending = null; updateDraftState(); }
   }
@@ -1079,7 +1094,8 @@
 
   // ------------------------------------------------------------------ toasts
 
-  function toast(kind, title, text, ttl, code) {
+  /** A message in the corner; `code` is shown (small) unless `hideCode`, and always kept in data-code. */
+  function toast(kind, title, text, ttl, code, hideCode) {
     var box = $("toasts");
     while (box.children.length >= 4) box.removeChild(box.firstChild);
     var node = h("div", { class: "toast toast-" + kind, role: kind === "error" ? "alert" : "status",
@@ -1087,7 +1103,7 @@
       h("div", { class: "toast-body" },
         h("strong", { class: "toast-title", text: title }),
         text ? h("span", { class: "toast-text", text: text }) : null,
-        code ? h("span", { class: "toast-code", text: code }) : null),
+        code && !hideCode ? h("span", { class: "toast-code", text: code }) : null),
       h("button", { type: "button", class: "toast-close", "aria-label": "Dismiss message", text: "×",
         onclick: function () { node.remove(); } }));
     box.appendChild(node);

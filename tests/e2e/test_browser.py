@@ -18,7 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect, sync_playwright
 
 from tests.support import REPO_ROOT, broker, free_port, need, redis_server, token
 
@@ -81,6 +81,7 @@ EXTRAS: dict[str, Any] = {
     "options": [{"id": "bench", "label": "Benchmarks"}],
     "minSelections": 1,
 }
+WS_PATH = re.compile(r"/v1/sessions/[^/]+/ws$")
 
 
 # --- fixtures (prefixed web_ so they never collide with other e2e suites) -----------
@@ -387,6 +388,11 @@ def test_clarify_waits_for_the_agent_then_shows_its_response_with_the_draft_inta
     expect(page.locator("#q-prompt")).to_have_text(CHECKS["prompt"])
     expect(option(page, "e2e")).to_have_attribute("aria-pressed", "true")
     expect(page.locator("#continue")).to_have_text("Continue with 1 selection")
+    # Screen readers hear the reply once, with no doubled full stop after it.
+    expect(page.locator("#announcer")).to_have_text(
+        "The agent replied: Yes: they run against the staging stack, so deploy staging first. "
+        "Back to Pre-flight checks."
+    )
 
     # A second clarification, sent with Enter this time; the first one stays readable.
     page.get_by_role("button", name="Ask to clarify…").click()
@@ -514,7 +520,9 @@ def test_error_frames_are_shown_as_readable_messages(
             }
         )
     )
-    expect(page.locator(".toast[data-code='stale_step']")).to_contain_text("That question had already moved on")
+    stale = page.locator(".toast[data-code='stale_step']")
+    expect(stale).to_contain_text("That question had already moved on")
+    expect(stale).not_to_contain_text("names step")  # a human message, not the broker's wording
 
     server.send(json.dumps({"type": "teleport"}))
     bad = page.locator(".toast[data-code='bad_frame']")
@@ -664,6 +672,50 @@ def test_other_text_over_the_limit_on_a_multi_question_is_never_silently_dropped
     proceed.click()
     assert web_agent.outcome(qid)["answers"] == [
         {"questionId": "extras", "selectedOptionIds": ["bench"], "other": "Smoke test on the canary"}
+    ]
+    assert errors == []
+
+
+def test_losing_a_race_with_another_tab_shows_a_human_message(
+    web_page: Page, web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    """This tab's answer is held back until another tab has answered the same question."""
+    page = web_page
+    held: list[tuple[WebSocketRoute, str]] = []
+
+    def route(ws: WebSocketRoute) -> None:
+        server = ws.connect_to_server()
+
+        def from_page(message: str | bytes) -> None:
+            if not held and isinstance(message, str) and json.loads(message).get("type") == "answer":
+                held.append((server, message))  # only the first
+            else:
+                server.send(message)
+
+        ws.on_message(from_page)
+
+    page.route_web_socket(WS_PATH, route)
+    open_client(page, web_broker.url, web_sid)
+    qid = web_agent.start(TARGET, NOTIFY)
+    errors: list[str] = []
+    other_tab = _watch(web_context.new_page(), errors)
+    open_client(other_tab, web_broker.url, web_sid)
+
+    option(page, "staging").click()  # held back
+    option(other_tab, "production").click()  # wins
+    expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
+    assert len(held) == 1
+    server, answer = held[0]
+    server.send(answer)  # arrives late: the broker refuses it as stale
+
+    toast = page.locator(".toast[data-code='stale_step']")
+    expect(toast).to_contain_text("Another window answered it first")
+    expect(toast).not_to_contain_text("current step")
+    expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
+    option(page, "team").click()
+    assert web_agent.outcome(qid)["answers"] == [
+        {"questionId": "deploy_target", "selectedOptionIds": ["production"]},
+        {"questionId": "notify", "selectedOptionIds": ["team"]},
     ]
     assert errors == []
 
