@@ -249,6 +249,20 @@
   function onClose(code, reason) {
     clearTimers();
     clearBusy();
+    if (code === 4401 && /expired/i.test(reason || "")) {
+      // The same token can never work again: no "Try again", only what to do instead.
+      setConn("failed", "Link expired");
+      var open = S.suspended || S.frame;
+      renderFatal("This link has expired",
+        (open
+          ? "The questionnaire you were answering is still open for a while, and the answers you " +
+            "already sent are saved. "
+          : "") +
+        "Ask for a new link (whoever sent you this one can make it), then open it, here or in a " +
+        "new tab" + (open ? ", to carry on where you left off." : "."),
+        reason, true);
+      return;
+    }
     var fatal = FATAL_CLOSES[code];
     if (fatal) {
       setConn("failed", "Disconnected");
@@ -728,13 +742,13 @@
     setConn("failed", "No session");
   }
 
-  function renderFatal(title, text, reason) {
+  function renderFatal(title, text, reason, noRetry) {
     var node = h("section", { class: "panel panel-center fatal", role: "alert", "aria-labelledby": "fatal-title" },
       h("div", { class: "fatal-icon", "aria-hidden": "true", text: "!" }),
       h("h1", { class: "panel-title", id: "fatal-title", text: title }),
       h("p", { class: "panel-text", text: text }),
       reason ? h("p", { class: "panel-text muted" }, "Broker said: ", h("q", { text: reason })) : null,
-      h("button", { type: "button", class: "btn btn-secondary", text: "Try again", onclick: function () {
+      noRetry ? null : h("button", { type: "button", class: "btn btn-secondary", text: "Try again", onclick: function () {
         S.attempt = 0; renderLoading(); connect();
       } }));
     setView("fatal", null, node, "qbroker · " + title);

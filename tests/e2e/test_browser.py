@@ -170,6 +170,12 @@ class Agent:
         response = self.http.delete(f"/v1/sessions/{self.sid}/questionnaires/{questionnaire_id}")
         assert response.status_code == 200, response.text
 
+    def pending(self, questionnaire_id: str) -> bool:
+        """True while the questionnaire is still with the person (asked without waiting)."""
+        response = self.http.get(f"/v1/sessions/{self.sid}/questionnaires/{questionnaire_id}", params={"wait": 0})
+        assert response.status_code in (200, 202), response.text
+        return response.status_code == 202
+
     def resume(self, questionnaire_id: str, revision: int, text: str) -> None:
         response = self.http.post(
             f"/v1/sessions/{self.sid}/questionnaire",
@@ -718,6 +724,26 @@ def test_losing_a_race_with_another_tab_shows_a_human_message(
         {"questionId": "notify", "selectedOptionIds": ["team"]},
     ]
     assert errors == []
+
+
+def test_an_expired_link_says_so_and_offers_no_retry_that_cannot_work(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    page = web_page
+    page.goto(link(web_broker.url, web_sid, token(web_sid, "client", ttl=5)))
+    expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+    qid = web_agent.start(TARGET)
+    expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
+
+    # The broker closes the connection with 4401 "token expired" when the token runs out.
+    heading = page.get_by_role("heading", name="This link has expired")
+    expect(heading).to_be_visible(timeout=RECONNECT_TIMEOUT_MS)
+    main = page.locator("main")
+    expect(main).to_contain_text("still open")
+    expect(main).to_contain_text("Ask for a new link")
+    expect(page.get_by_role("button", name="Try again")).to_have_count(0)
+    expect(page.locator("#conn")).to_have_attribute("data-state", "failed")
+    assert web_agent.pending(qid)  # still open, waiting for the person to come back
 
 
 def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
