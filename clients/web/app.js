@@ -75,6 +75,11 @@
     "Here is where things stand now.";
   var RACE_ERRORS = { stale_step: true, stale_revision: true };
 
+  // The questionnaire on screen is gone after a reconnect, and no `closed` frame said how.
+  var ENDED_UNSEEN = "The questionnaire you were answering ended while this page was disconnected.";
+  var ENDED_UNSEEN_WHY = "This page could not see how: the agent may have withdrawn it, or it " +
+    "stopped waiting for this page to come back. Ask the agent if you need to know.";
+
   // ------------------------------------------------------------------ small helpers
 
   function $(id) { return document.getElementById(id); }
@@ -156,6 +161,8 @@
     busyRef: null,            // ref of an answer/clarify/cancel awaiting its effect
     busyTimer: null,
     lastClosed: null,
+    reconnectFrom: null,      // after a reconnect's welcome: the questionnaire on screen before it
+    endedNote: null,          // {shownId}: the one on screen ended unseen while disconnected
     titleFlag: false,
   };
 
@@ -186,11 +193,15 @@
     return true;
   }
 
-  function setConn(state, text) {
+  /** `text` is the state, in a live region: it is only written when it changes, so a screen
+   * reader hears it once. `detail` (the reconnect countdown) sits outside the live region. */
+  function setConn(state, text, detail) {
     S.conn = state;
     var el = $("conn");
     el.setAttribute("data-state", state);
-    $("conn-text").textContent = text;
+    var live = $("conn-text");
+    if (live.textContent !== text) live.textContent = text;
+    $("conn-detail").textContent = detail || "";
     $("conn-retry").hidden = !(state === "waiting" || state === "offline");
     document.body.classList.toggle("is-disconnected", state !== "connected");
     var card = document.querySelector(".question-card, .waiting-card");
@@ -205,7 +216,12 @@
 
   function connect() {
     clearTimers();
-    setConn("connecting", S.everConnected ? "Reconnecting…" : "Connecting…");
+    if (S.everConnected && (S.conn === "waiting" || S.conn === "offline")) {
+      // Another attempt after a loss: the state ("Connection lost") is unchanged, only the detail.
+      setConn("connecting", $("conn-text").textContent, "· reconnecting…");
+    } else {
+      setConn("connecting", S.everConnected ? "Reconnecting…" : "Connecting…");
+    }
     var ws;
     try {
       ws = new WebSocket(wsUrl(), SUBPROTOCOL);
@@ -291,8 +307,7 @@
     if (!navigator.onLine) why = "You are offline";
     var tick = function () {
       var left = Math.max(0, Math.ceil((S.retryAt - Date.now()) / 1000));
-      setConn(navigator.onLine ? "waiting" : "offline",
-        why + " · retrying " + (left > 0 ? "in " + left + " s" : "now"));
+      setConn(navigator.onLine ? "waiting" : "offline", why, "· retrying " + (left > 0 ? "in " + left + " s" : "now"));
     };
     tick();
     S.countdownTimer = window.setInterval(tick, 1000);
@@ -325,6 +340,11 @@
         S.attempt = 0;
         var wasReconnect = S.everConnected;
         S.everConnected = true;
+        // The broker answers a reconnect with the current view only, never with a `closed`
+        // frame for what this page showed before (the reconnect grace ran out, or a broker
+        // with the memory store restarted): the first view frame is compared with it.
+        var before = S.suspended || S.frame;
+        S.reconnectFrom = wasReconnect && before ? before.questionnaireId : null;
         setConn("connected", "Connected");
         startPing();
         if (wasReconnect) toast("info", "Reconnected", null, 2500);
@@ -340,8 +360,21 @@
     }
   }
 
+  /** Called with the questionnaire each view frame shows (null: idle). True when the one on
+   * screen before a reconnect is gone without a word, which the page then says. */
+  function checkEndedWhileAway(shownId) {
+    var before = S.reconnectFrom;
+    S.reconnectFrom = null;
+    if (S.endedNote && S.endedNote.shownId !== shownId) S.endedNote = null;
+    if (!before || before === shownId) return false;
+    S.endedNote = { shownId: shownId };
+    S.lastClosed = null; // about an earlier questionnaire
+    return true;
+  }
+
   function onQuestion(frame) {
     var q = frame.question || {};
+    var endedUnseen = checkEndedWhileAway(frame.questionnaireId);
     var key = frame.questionnaireId + ":" + frame.step + ":" + q.id;
     var same = S.view === "question" && S.viewKey === key;
     var sameQuestionnaire = S.frame && S.frame.questionnaireId === frame.questionnaireId;
@@ -365,28 +398,31 @@
       var latest = latestResponse(frame);
       announce("The agent replied" + (latest ? ": " + sentence(latest.response) : ".") + " Back to " + label + ".");
     } else {
-      announce("Question " + (frame.index + 1) + " of " + frame.total + ": " + (q.prompt || label));
+      announce((endedUnseen ? ENDED_UNSEEN + " " : "") +
+        "Question " + (frame.index + 1) + " of " + frame.total + ": " + (q.prompt || label));
     }
     flagTitle();
   }
 
   function onSuspended(frame) {
+    var endedUnseen = checkEndedWhileAway(frame.questionnaireId);
     dropStaleCancelDialog(frame.questionnaireId);
     S.suspended = frame;
     clearBusy();
     if (S.view === "suspended" && S.viewKey === frame.questionnaireId + ":" + frame.step) return;
     renderSuspended(frame);
-    announce("Waiting for the agent to answer your question.");
+    announce((endedUnseen ? ENDED_UNSEEN + " " : "") + "Waiting for the agent to answer your question.");
   }
 
   function onIdle() {
+    var endedUnseen = checkEndedWhileAway(null);
     S.frame = null;
     S.suspended = null;
     clearBusy();
     dropStaleCancelDialog(null); // nothing left to cancel
-    if (S.view !== "idle") {
+    if (S.view !== "idle" || endedUnseen) {
       renderIdle();
-      announce("Waiting for questions.");
+      announce((endedUnseen ? ENDED_UNSEEN + " " : "") + "Waiting for questions.");
     } else {
       renderIdle();
     }
@@ -567,7 +603,7 @@
   function canAct() {
     if (S.busyRef !== null) return false;
     if (S.conn !== "connected") {
-      toast("error", "Not connected", "Nothing was sent. The page reconnects by itself; your answers so far are kept.", 5000);
+      toast("error", "Not connected", "Nothing was sent. The page reconnects by itself; answers you already sent are saved by the broker.", 5000);
       return false;
     }
     return true;
@@ -764,7 +800,9 @@
   function renderIdle() {
     var last = S.lastClosed;
     var note = null;
-    if (last) {
+    if (S.endedNote) {
+      note = h("p", { class: "idle-note", "data-status": "ended", text: ENDED_UNSEEN + " " + ENDED_UNSEEN_WHY });
+    } else if (last) {
       var text = last.status === "completed" ? "Your last answers were sent to the agent." :
         last.status === "cancelled" ? (last.reason === "aborted" ? "The agent withdrew its last questionnaire." : "You cancelled the last questionnaire.") :
           "The last questionnaire closed before it was finished.";
@@ -958,6 +996,7 @@
     var card = h("article", { class: "card question-card", "aria-labelledby": "q-label q-prompt",
         "data-question-id": q.id, "data-question-type": q.type },
       offlineBanner(),
+      endedNoteNode(frame.questionnaireId),
       progressNode(frame, true),
       clarificationsNode(frame),
       h("header", { class: "q-head" },
@@ -1072,7 +1111,19 @@
   function offlineBanner() {
     return h("div", { class: "offline-banner", id: "offline-banner", role: "status", hidden: true },
       h("strong", { text: "Connection lost." }),
-      " Reconnecting by itself — nothing you answered is lost.");
+      " Reconnecting by itself. Answers you already sent are saved by the broker; " +
+      "nothing you do here is sent until the connection is back.");
+  }
+
+  /** Above a questionnaire shown right after a reconnect, when the one before ended unseen. */
+  function endedNoteNode(shownId) {
+    if (!S.endedNote || S.endedNote.shownId !== shownId) return null;
+    var node = h("div", { class: "ended-note", role: "note" },
+      h("p", { class: "ended-note-text" },
+        h("strong", { text: ENDED_UNSEEN }), " " + ENDED_UNSEEN_WHY + " The questions below are another questionnaire."),
+      h("button", { type: "button", class: "toast-close", "aria-label": "Dismiss this note", text: "×",
+        onclick: function () { S.endedNote = null; node.remove(); } }));
+    return node;
   }
 
   function updateOfflineBanner() {
@@ -1088,6 +1139,7 @@
     }
     var card = h("article", { class: "card waiting-card", "aria-labelledby": "waiting-title" },
       offlineBanner(),
+      endedNoteNode(frame.questionnaireId),
       q ? progressNode(q, true) : null,
       h("div", { class: "waiting" },
         h("div", { class: "waiting-spinner", "aria-hidden": "true" }, h("span"), h("span"), h("span")),

@@ -746,6 +746,64 @@ def test_an_expired_link_says_so_and_offers_no_retry_that_cannot_work(
     assert web_agent.pending(qid)  # still open, waiting for the person to come back
 
 
+def test_a_questionnaire_that_ended_while_the_page_was_offline_is_explained(
+    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    """The page is cut off; meanwhile the agent withdraws the questionnaire on screen."""
+    page = web_page
+    down = {"now": False}
+    links: list[WebSocketRoute] = []
+
+    def route(ws: WebSocketRoute) -> None:
+        if down["now"]:
+            ws.close(code=1012, reason="test: the network is down")
+            return
+        ws.connect_to_server()
+        links.append(ws)
+
+    page.route_web_socket(WS_PATH, route)
+    open_client(page, web_broker.url, web_sid)
+    first = web_agent.start(TARGET)
+    expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
+    web_agent.start(NOTIFY)
+
+    down["now"] = True
+    links[-1].close(code=1012, reason="test: the network is down")
+    banner = page.locator("#offline-banner")
+    expect(banner).to_be_visible()
+    expect(banner).to_contain_text("Answers you already sent are saved by the broker")
+    expect(banner).not_to_contain_text("nothing you answered is lost")
+
+    # The countdown ticks outside the live region: only the state itself is announced.
+    conn = page.locator("#conn")
+    expect(conn).to_contain_text(re.compile(r"retrying in \d+ s"))
+    live_around_countdown = page.evaluate(
+        """() => {
+          const walker = document.createTreeWalker(document.getElementById('conn'), NodeFilter.SHOW_TEXT);
+          for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+            if (/retrying in/.test(node.data)) {
+              const live = node.parentElement.closest(
+                '[aria-live]:not([aria-live="off"]), [role="status"], [role="alert"], [role="log"]');
+              return live ? live.outerHTML : null;
+            }
+          }
+          return 'no countdown text';
+        }"""
+    )
+    assert live_around_countdown is None
+    expect(conn.get_by_role("status")).to_have_text(re.compile(r"^[^0-9]+$"))
+
+    web_agent.abort(first)
+    assert web_agent.outcome(first)["status"] == "cancelled"
+    down["now"] = False
+    page.locator("#conn-retry").click()
+    expect(conn).to_have_attribute("data-state", "connected", timeout=RECONNECT_TIMEOUT_MS)
+    expect(page.locator("#q-prompt")).to_have_text(NOTIFY["prompt"])
+    expect(page.locator(".ended-note")).to_contain_text(
+        "The questionnaire you were answering ended while this page was disconnected"
+    )
+
+
 def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
     web_page: Page, web_broker: Any, web_sid: str
 ) -> None:
@@ -842,12 +900,16 @@ def test_the_page_reconnects_after_a_memory_broker_restarts_and_waits_for_new_qu
             agent.close()
         first.stop()
     expect(page.locator("#conn")).to_have_attribute("data-state", re.compile("waiting|connecting|offline"))
-    expect(page.locator("#conn")).to_contain_text(re.compile("retrying|Reconnecting"))
+    expect(page.locator("#conn")).to_contain_text(re.compile("retrying|reconnecting", re.IGNORECASE))
 
     with broker(port=port, client_wait=10) as second:
         # The memory store forgot everything: the page says so by waiting for new questions.
         expect(page.locator("#conn")).to_have_attribute("data-state", "connected", timeout=RECONNECT_TIMEOUT_MS)
         expect(idle_heading(page)).to_be_visible()
+        # No `closed` frame came for the questionnaire on screen: the page says it ended unseen.
+        expect(page.locator(".idle-note")).to_contain_text(
+            "The questionnaire you were answering ended while this page was disconnected"
+        )
         agent = Agent(second.url, web_sid)
         try:
             qid = agent.start(NOTIFY)
