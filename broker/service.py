@@ -533,7 +533,7 @@ class Broker:
                     if hub is not None:
                         hub.poke(new)
                 return new, written
-        raise BrokerError("conflict", f"questionnaire {questionnaire_id} is changing too fast; try again")
+        raise BrokerError("conflict", f"questionnaire: {questionnaire_id} is changing too fast; try again")
 
     async def _load(self, session_id: str, questionnaire_id: str) -> Questionnaire:
         state = await self.store.load(session_id, questionnaire_id)

@@ -227,7 +227,17 @@ async def test_a_token_in_the_url_does_not_authenticate(deployment: Deployment, 
         open_timeout=10,
     )
     await ws.send(json.dumps({"type": "hello", "token": "", "client": {"kind": "bot", "name": "url"}}))
-    assert await close_code(ws) in (4400, 4401)
+    assert await close_code(ws) == 4401
+
+
+@pytest.mark.parametrize("token_field", [{}, {"token": None}, {"token": 5}], ids=["absent", "null", "a number"])
+async def test_hello_without_a_usable_token_closes_4401(
+    deployment: Deployment, sid: str, token_field: dict[str, object]
+) -> None:
+    """A token problem (4401), like an empty one, not a malformed frame (4400)."""
+    ws = await raw_socket(deployment.client_ws_url, sid)
+    await ws.send(json.dumps({"type": "hello", **token_field, "client": {"kind": "bot", "name": "n"}}))
+    assert await close_code(ws) == 4401
 
 
 @pytest.mark.parametrize("command", ["serve", "token"])

@@ -106,3 +106,18 @@ def test_waits_on_a_redis_cluster_are_refused_before_any_connection() -> None:
 def test_settings_at_their_bounds_are_taken(env: dict[str, str], expected: tuple[str, object]) -> None:
     name, value = expected
     assert getattr(Config.from_env(env), name) == value
+
+
+def test_the_defaults_are_the_documented_ones() -> None:
+    """PROTOCOL.md's and docs/operations.md's defaults, exactly: the black-box timer tests
+    (test_protocol_timeout_defaults.py) can only bound them within a window."""
+    from broker import http
+
+    config = Config.from_env({})
+    assert (config.client_wait, config.reconnect_grace, config.hello_timeout) == (5.0, 30.0, 10.0)
+    assert (config.rate_limit, config.rate_burst) == (50.0, 100.0)
+    assert config.retention == 7 * 24 * 3600.0
+    assert config.max_frame_bytes == 64 * 1024
+    assert config.max_connections_per_session == 64
+    assert (config.heartbeat_interval, config.reconcile_interval, config.shutdown_grace) == (5.0, 2.0, 10.0)
+    assert http.DEFAULT_WAIT == 30.0

@@ -21,6 +21,7 @@ import pytest
 
 from broker import frames, machine
 from broker.config import Config
+from broker.errors import BrokerError
 from broker.machine import Questionnaire
 from broker.model import Question, StartInput, parse_tool_input
 from broker.service import EVERY_WRITE, OUTCOMES_ONLY, Broker, Encoded, SessionHub, Wake, _watch
@@ -595,3 +596,20 @@ async def test_every_outcome_written_by_a_client_ends_the_agents_wait(outcome: s
         assert status == 200
         assert body["details"]["status"] == ("needs_clarification" if outcome == "clarify" else "cancelled")
         assert store.reads["load"] == 0
+
+
+async def test_a_command_that_loses_every_compare_and_set_is_a_conflict_and_changes_nothing() -> None:
+    """Every commit lost to another writer (16 in a row): 409 ``conflict``, its message in the
+    agent API's form, and the stored state as it was."""
+    async with running() as (broker, store):
+        state = await store.create(started(new_session()))
+
+        async def always_lost(state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False) -> None:
+            return None
+
+        store.commit = always_lost  # type: ignore[method-assign]  # (another writer always wins)
+        with pytest.raises(BrokerError) as refused:
+            await broker.update(state.session_id, state.id, machine.Abort())
+        assert refused.value.code == "conflict"
+        assert refused.value.message == f"questionnaire: {state.id} is changing too fast; try again"
+        assert await store.load(state.session_id, state.id) == state
