@@ -475,6 +475,24 @@ def test_a_questionnaire_lost_in_a_broker_restart_is_explained(terminal: Termina
         )
 
 
+def _page_down_until(terminal: Terminal, text: str, steady: str) -> str:
+    """Press PageDown (at most 12 times, each time until the screen has moved on and shows
+    ``steady``) until ``text`` was on screen; returns every screen seen."""
+    seen, screen = "", terminal.screen()
+    for _ in range(12):
+        terminal.keys("PageDown")
+
+        def moved(before: str = screen) -> str | None:
+            now = terminal.screen()
+            return now if now != before and steady in now else None
+
+        screen = str(wait_until(moved, timeout=15, interval=0.05, what="the text to scroll"))
+        seen += screen
+        if text in seen:
+            break
+    return seen
+
+
 def test_a_long_prompt_and_reply_are_read_with_page_down(terminal: Terminal, live: BrokerProcess) -> None:
     sid = session_id()
     open_tui(terminal, live, sid)
@@ -484,12 +502,7 @@ def test_a_long_prompt_and_reply_are_read_with_page_down(terminal: Terminal, liv
     qid = start(live, sid, dict(TARGET, prompt=prompt))
     screen = terminal.wait_for("Sentence 1 of", "more lines · PgDn", "PgUp/PgDn read", "❯ Staging")
     assert "Sentence 32 of" not in screen
-    seen = screen
-    for _ in range(12):
-        terminal.keys("PageDown")
-        seen += terminal.wait_for("❯ Staging")
-        if "Sentence 32 of" in seen:
-            break
+    seen = screen + _page_down_until(terminal, "Sentence 32 of", "❯ Staging")
     joined = " ".join(seen.split())
     assert all(f"Sentence {i} of" in joined for i in range(1, 33)), seen
     terminal.wait_for("lines above · PgUp")
@@ -500,11 +513,7 @@ def test_a_long_prompt_and_reply_are_read_with_page_down(terminal: Terminal, liv
     terminal.wait_for("Waiting for the agent")
     resume(live, sid, qid, outcome(live, sid, qid)["details"]["revision"], reply)
     seen = terminal.wait_for("You asked  What is staging?", "Reply 1 explains", "❯ Staging")  # shown at its start
-    for _ in range(12):
-        terminal.keys("PageDown")
-        seen += terminal.wait_for("❯ Staging")
-        if "Reply 19 explains" in seen:
-            break
+    seen += _page_down_until(terminal, "Reply 19 explains", "❯ Staging")
     joined = " ".join(seen.split())
     assert all(f"Reply {i} explains" in joined for i in range(1, 20)), seen
     terminal.keys("Enter")

@@ -24,6 +24,18 @@ from clients.tui_text import cells
 # --- fixtures ------------------------------------------------------------------------
 
 
+def suspended_frame(request: str = "?", *, step: int, qid: str = "target", qn: str = "qn-1") -> dict[str, Any]:
+    """The broker's ``suspended`` frame: the person asked ``request`` about ``qid``."""
+    return {
+        "type": "suspended",
+        "questionnaireId": qn,
+        "revision": 1,
+        "step": step,
+        "questionId": qid,
+        "request": request,
+    }
+
+
 def question_frame(
     kind: str = "single",
     *,
@@ -427,16 +439,7 @@ def test_suspended_shows_waiting_and_resume_shows_the_agents_response() -> None:
     model.key("enter")
     typed(model, "What is staging?")
     model.key("enter")
-    model.apply(
-        {
-            "type": "suspended",
-            "questionnaireId": "qn-1",
-            "revision": 1,
-            "step": 4,
-            "questionId": "target",
-            "request": "What is staging?",
-        }
-    )
+    model.apply(suspended_frame("What is staging?", step=4))
     text = screen(model)
     assert "Waiting for the agent" in text and "What is staging?" in text
     assert "Esc cancel questionnaire" in text
@@ -458,16 +461,7 @@ def test_suspended_shows_waiting_and_resume_shows_the_agents_response() -> None:
 def test_after_a_resume_the_highlight_is_on_the_first_option_when_none_is_chosen() -> None:
     model = connected(question_frame(step=3))
     model.highlight = 4  # "Ask to clarify…"
-    model.apply(
-        {
-            "type": "suspended",
-            "questionnaireId": "qn-1",
-            "revision": 1,
-            "step": 4,
-            "questionId": "target",
-            "request": "?",
-        }
-    )
+    model.apply(suspended_frame(step=4))
     clarification = {"revision": 1, "questionId": "target", "request": "?", "response": "!"}
     model.apply(question_frame(step=5, clarifications=[clarification]))
     assert model.highlight == 0
@@ -507,16 +501,7 @@ def test_a_sent_clarification_is_not_offered_again() -> None:
     model.key("enter")
     typed(model, "Why?")
     assert model.key("enter") != []
-    model.apply(
-        {
-            "type": "suspended",
-            "questionnaireId": "qn-1",
-            "revision": 1,
-            "step": 4,
-            "questionId": "target",
-            "request": "Why?",
-        }
-    )
+    model.apply(suspended_frame("Why?", step=4))
     clarification = {"revision": 1, "questionId": "target", "request": "Why?", "response": "Because."}
     model.apply(question_frame(step=5, clarifications=[clarification]))
     model.highlight = 4
@@ -526,16 +511,7 @@ def test_a_sent_clarification_is_not_offered_again() -> None:
 
 def test_escape_while_suspended_cancels_after_confirmation() -> None:
     model = connected(question_frame())
-    model.apply(
-        {
-            "type": "suspended",
-            "questionnaireId": "qn-1",
-            "revision": 1,
-            "step": 7,
-            "questionId": "target",
-            "request": "?",
-        }
-    )
+    model.apply(suspended_frame(step=7))
     model.key("escape")
     assert "Cancel this questionnaire?" in screen(model)
     assert strip_refs(model.key("char", "y")) == [{"type": "cancel", "questionnaireId": "qn-1", "step": 7}]
@@ -668,7 +644,7 @@ ENDED = "The questionnaire you were answering ended while you were offline."
     [
         {"type": "idle"},  # the reconnect grace ran out, or a broker with a memory store restarted
         question_frame(qn="qn-2"),  # and the agent has started another one meanwhile
-        {"type": "suspended", "questionnaireId": "qn-2", "revision": 1, "step": 2, "questionId": "x", "request": "?"},
+        suspended_frame(step=2, qid="x", qn="qn-2"),
     ],
 )
 def test_a_questionnaire_that_ended_while_disconnected_is_explained(after: dict[str, Any]) -> None:
@@ -686,14 +662,7 @@ def test_a_questionnaire_back_after_reconnecting_or_closed_with_a_reason_needs_n
     reconnected(model)
     model.apply(question_frame(qn="qn-1"))  # restored as stored
     assert ENDED not in screen(model, width=120)
-    suspended = {
-        "type": "suspended",
-        "questionnaireId": "qn-1",
-        "revision": 1,
-        "step": 2,
-        "questionId": "t",
-        "request": "?",
-    }
+    suspended = suspended_frame(step=2, qid="t")
     model.apply(suspended)
     reconnected(model)
     model.apply(suspended)
@@ -852,16 +821,7 @@ def test_the_agents_long_reply_is_shown_after_a_resume_and_read_in_full() -> Non
     assert 990 < len(reply) <= 1000  # the seed's limit
     clarification = {"revision": 1, "questionId": "target", "request": "What is staging?", "response": reply}
     model = connected(question_frame(prompt=LONG_PROMPT, step=3))
-    model.apply(
-        {
-            "type": "suspended",
-            "questionnaireId": "qn-1",
-            "revision": 1,
-            "step": 4,
-            "questionId": "target",
-            "request": "?",
-        }
-    )
+    model.apply(suspended_frame(step=4))
     model.apply(question_frame(prompt=LONG_PROMPT, step=5, clarifications=[clarification]))
     text = screen(model)
     assert "You asked  What is staging?" in text and "Reply 1 explains" in text  # scrolled to the reply
