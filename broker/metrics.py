@@ -216,6 +216,18 @@ class Metrics:
         self.closes = self._declare(
             CounterFamily("qbroker_websocket_closes_total", "Websockets closed by the broker", ("code",))
         )
+        self.notices_connected = self._declare(
+            GaugeFamily(
+                "qbroker_store_notices_connected",
+                "1 while this process hears other processes' writes (Redis pub/sub is up), else 0",
+            )
+        ).labels()
+        self.store_reconnects = self._declare(
+            CounterFamily(
+                "qbroker_store_reconnects_total",
+                "Times the notice connection to the store came back after a loss (each re-reads every session)",
+            )
+        ).labels()
 
         # Children bound once, so every frame type shows up (at zero) and a frame skips the dict lookup.
         types = ("hello", "ping", "draft", "answer", "clarify", "cancel")

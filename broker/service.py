@@ -224,6 +224,7 @@ class Broker:
 
     def render_metrics(self) -> bytes:
         self.metrics.agent_calls.value = self.waiting_agent_calls
+        self.metrics.notices_connected.value = 1 if self.store.notices_connected else 0
         return self.metrics.render()
 
     def begin_shutdown(self) -> None:
@@ -632,6 +633,7 @@ class Broker:
 
     async def _on_reconnect(self) -> None:
         log.warning("notification channel reconnected; re-reading every session")
+        self.metrics.store_reconnects.inc()
         await self._drop_idle_hubs()
         for hub in list(self.hubs.values()):
             hub.poke()

@@ -236,3 +236,9 @@ class Store(abc.ABC):
     async def ping(self) -> bool:
         """True when the store answers (for /readyz)."""
         return True
+
+    @property
+    def notices_connected(self) -> bool:
+        """Whether notices of other processes' writes can arrive now (for /metrics): an
+        embedded store has no connection to lose."""
+        return True

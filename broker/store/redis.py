@@ -912,6 +912,11 @@ class RedisStore(Store):
         for name, link in self._links.items():
             link.run(early[name])
 
+    @property
+    def notices_connected(self) -> bool:
+        """Every notice connection is up (on a cluster, one per primary)."""
+        return self._started and all(link.connection is not None for link in self._links.values())
+
     async def _try_access(self) -> None:
         """Use what the broker needs once, on a session no one has: a subscription on the
         notice connection and a script on the command connection (its keys included)."""
@@ -946,8 +951,7 @@ class RedisStore(Store):
                     return_exceptions=True,
                 )
                 return any(answer is True for answer in answers)
-            link = self._links.get(_STANDALONE)
-            if link is not None and link.connection is None:
+            if self._started and not self.notices_connected:
                 return False  # notices cannot arrive: clients are refused until it is back
             return bool(await self._client.ping())
         except (RedisError, RedisClusterException, OSError):

@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -224,6 +225,7 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
         for process in (a, b):
             ready = await http.get(f"{process.url}/readyz", timeout=10)
             assert ready.status_code == 503 and ready.json() == {"status": "store_unavailable"}
+            assert "qbroker_store_notices_connected 0.0" in (await http.get(f"{process.url}/metrics")).text
             assert (await http.get(f"{process.url}/healthz")).status_code == 200  # alive, just not ready
 
         # A client command: an error frame or a 1013 close, never a hang or a crash.
@@ -252,6 +254,11 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
         restart_redis(redis)
         for process in (a, b):
             await _until_ready(http, process.url, 20)
+        for process in (a, b):  # what an operator's dashboard sees of it
+            metrics = (await http.get(f"{process.url}/metrics")).text
+            assert "qbroker_store_notices_connected 1.0" in metrics
+            reconnects = re.search(r"^qbroker_store_reconnects_total (\S+)$", metrics, re.M)
+            assert reconnects is not None and float(reconnects.group(1)) >= 1, metrics
         # The poll looks again within a reconciliation interval: this Redis lost everything.
         polled = await asyncio.wait_for(polling, 20)
         assert polled.status_code == 404 and polled.json()["error"]["code"] == "unknown_questionnaire", polled.text

@@ -954,8 +954,10 @@ async def test_ping_fails_while_the_notice_connection_cannot_subscribe(
 
             await eventually(refusal_logged, "the refusal in the log")
             assert not await store.ping()
+            assert not store.notices_connected  # (the /metrics gauge)
             admin.execute_command("ACL", "SETUSER", "default", "allchannels")
             await eventually(store.ping, "ping to succeed once the notice connection is back")
+            assert store.notices_connected
         finally:
             await store.close()
 

@@ -50,6 +50,9 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         ("qbroker_questionnaires_started", "counter"),
         ("qbroker_questionnaires_started_created", "gauge"),
         ("qbroker_websocket_closes", "counter"),
+        ("qbroker_store_notices_connected", "gauge"),
+        ("qbroker_store_reconnects", "counter"),
+        ("qbroker_store_reconnects_created", "gauge"),
     }
     assert {name for name, _ in samples(Metrics())} == {
         "qbroker_agent_calls_waiting",
@@ -66,6 +69,9 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         "qbroker_frame_handling_seconds_sum",
         "qbroker_questionnaires_started_created",
         "qbroker_questionnaires_started_total",
+        "qbroker_store_notices_connected",
+        "qbroker_store_reconnects_created",
+        "qbroker_store_reconnects_total",
     }
 
 
