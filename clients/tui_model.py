@@ -249,6 +249,12 @@ class TuiModel:
             if not isinstance(frame.get("questionnaireId"), str) or not isinstance(frame.get("step"), int):
                 raise ValueError("suspended frame without questionnaireId/step")
             self._check_lost(frame["questionnaireId"])
+            previous = self.suspended if self.view == "suspended" else None
+            if previous is None or (previous["questionnaireId"], previous["step"]) != (
+                frame["questionnaireId"],
+                frame["step"],
+            ):
+                self._text_scroll = 0  # the person's request is read from its start
             self.view = "suspended"
             self.suspended = frame
             self.busy = False
@@ -325,6 +331,7 @@ class TuiModel:
                 # so that Enter continues rather than reopening "Ask to clarify…".
                 self.highlight = self._first_selected_row()
                 self._scroll = 0
+                self._text_scroll = 0  # it scrolled the request on the waiting screen
                 self._to_reply = True
             if self.mode != "confirm" or not same_questionnaire:
                 self.mode = "list"
@@ -389,6 +396,8 @@ class TuiModel:
         if self.view == "suspended":
             if name == "escape":
                 self._open_confirm()
+            elif name in ("pageup", "pagedown") and self._text_cut:
+                self._scroll_text(-1 if name == "pageup" else 1)
             return []
         if self.view != "question" or self.frame is None:
             return []
@@ -802,7 +811,12 @@ class TuiModel:
                     line.append(("class:check.on" if on else "class:check.off", "[✓] " if on else "[ ] "))
                 if self.other:
                     line.append(("class:action", "Other: "))
-                    line.append(("class:option.label", truncate(f"“{clean(self.other)}”", label_room - 7)))
+                    # Highlighted, the answer typed shows in full, as an option's label does.
+                    quoted, other_room = f"“{clean(self.other)}”", label_room - 7
+                    other_lines = wrap(quoted, other_room) if hl else [truncate(quoted, other_room)]
+                    line.append(("class:option.label", other_lines[0]))
+                    for text in other_lines[1:]:
+                        lines.append([("", "    " + " " * box + " " * 7), ("class:option.label", text)])
                 else:
                     line.append(("class:action", "Other…"))
             elif row.kind == "clarify":
@@ -943,20 +957,20 @@ class TuiModel:
         body.append([("", "  "), ("class:wait", "◔ Waiting for the agent to answer your question…")])
         body.append([])
         body.append([("", "  "), ("class:clar.label", "You asked")])
-        for text in wrap(
-            str(self.suspended.get("request", "")),
-            inner - 2,
-            max_lines=max(1, height - len(body) - 4),
-        ):
-            body.append([("", "    "), ("class:clar.request", text)])
-        body.append([])
-        for text in wrap(
-            "Your answers and current selections are kept. The question comes back "
-            "here, with the agent's reply, as soon as the agent resumes.",
-            inner,
-        ):
-            body.append([("", "  "), ("class:hint", text)])
-        return body
+        request: list[Line] = [
+            [("", "    "), ("class:clar.request", text)]
+            for text in wrap(str(self.suspended.get("request", "")), inner - 2)
+        ]
+        note: list[Line] = [
+            [("", "  "), ("class:hint", text)]
+            for text in wrap(
+                "Your answers and current selections are kept. The question comes back "
+                "here, with the agent's reply, as soon as the agent resumes.",
+                inner,
+            )
+        ]
+        # The request scrolls as the question's text does (PgUp/PgDn), above the note.
+        return body + self._text_window(request, -1, max(2, height - len(body) - len(note))) + note
 
     def _idle_body(self, width: int, height: int) -> list[Line]:
         lines: list[Line] = [
@@ -1080,7 +1094,7 @@ class TuiModel:
                 ("Ctrl+C", "quit"),
             ]
         elif self.view == "suspended":
-            keys = [("Esc", "cancel questionnaire"), ("Ctrl+C", "quit")]
+            keys = [*self._read_key(), ("Esc", "cancel questionnaire"), ("Ctrl+C", "quit")]
         else:
             keys = [("Ctrl+C", "quit")]
         line: Line = [("class:help", " ")]

@@ -830,6 +830,42 @@ def test_the_agents_long_reply_is_shown_after_a_resume_and_read_in_full() -> Non
         assert f"Reply {i} explains" in seen, i
 
 
+LONG_REQUEST = " ".join(f"Doubt {i} is about the staging cluster and its data." for i in range(1, 20))
+
+
+@pytest.mark.parametrize("size", [(80, 24), (60, 24)])
+def test_the_persons_long_question_is_read_in_full_while_waiting(size: tuple[int, int]) -> None:
+    width, height = size
+    assert 950 < len(LONG_REQUEST) <= 1000  # near the seed's limit for a clarification
+    model = connected(question_frame(step=3))
+    model.apply(suspended_frame(LONG_REQUEST, step=4))
+    text = screen(model, width, height)
+    assert "Waiting for the agent" in text and "Doubt 1 is" in text and "Doubt 19 is" not in text
+    assert "more lines · PgDn" in text  # the cut is marked
+    assert "PgUp/PgDn read" in text and "Esc cancel questionnaire" in text  # and the keys said
+    assert "Your answers and current selections are kept." in text
+    seen = " ".join(sentences_read(model, width, height).split())
+    for i in range(1, 20):
+        assert f"Doubt {i} is" in seen, i
+    assert "lines above · PgUp" in screen(model, width, height)
+    for _ in range(40):
+        model.key("pageup")
+    assert "Doubt 1 is" in screen(model, width, height)
+    assert all(sum(cells(t) for _, t in line) <= width for line in model.render(width, height))
+    # The question, back with the agent's reply, is shown from its own start: not scrolled as the request was.
+    model.key("pagedown")
+    model.apply(question_frame(step=5, prompt=LONG_PROMPT))
+    assert "Sentence 1 of" in screen(model, width, height)
+
+
+def test_a_short_question_while_waiting_is_not_cut() -> None:
+    model = connected(question_frame(step=3))
+    model.apply(suspended_frame("What is staging?", step=4))
+    text = screen(model)
+    assert "more lines" not in text and "PgUp/PgDn" not in text
+    assert model.key("pagedown") == [] and "What is staging?" in screen(model)
+
+
 def test_short_text_is_not_cut_and_page_keys_page_the_options() -> None:
     model = connected(question_frame(options=40))
     text = screen(model)
@@ -860,6 +896,29 @@ def test_the_highlighted_option_shows_its_whole_label_and_description(kind: str,
     for i in range(1, 45):
         assert f"describes{i} " in text, i
     assert model.highlight == 1
+    lines = model.render(*size)
+    assert all(sum(cells(t) for _, t in line) <= size[0] for line in lines)
+
+
+LONG_OTHER = " ".join(f"mine{i}" for i in range(1, 61))
+
+
+@pytest.mark.parametrize("size", [(60, 24), (80, 24)])
+def test_the_highlighted_other_answer_shows_its_whole_text(size: tuple[int, int]) -> None:
+    assert len(LONG_OTHER) > 300
+    model = connected(question_frame("multi", options=3))
+    model.highlight = 3  # Other…
+    model.key("enter")
+    model.key("paste", LONG_OTHER)
+    model.key("enter")  # a ticked Other: "…" row, highlighted
+    assert model.mode == "list" and model.other == LONG_OTHER and model.highlight == 3
+    text = " ".join(screen(model, *size).split())
+    assert "Other: “mine1 " in text
+    for i in range(1, 61):
+        assert f"mine{i} " in text or f"mine{i}”" in text, i
+    model.key("up")  # not highlighted: one line, cut
+    text = screen(model, *size)
+    assert "Other: “mine1 " in text and "mine60" not in text
     lines = model.render(*size)
     assert all(sum(cells(t) for _, t in line) <= size[0] for line in lines)
 
