@@ -338,12 +338,18 @@ def suspended(state: Questionnaire) -> dict[str, Any]:
     request = state.pending_clarification
     if request is None:
         raise ValueError(f"questionnaire {state.id} is not suspended")
+    # The question's label and place too: a client that opens now has no question frame to
+    # take them from, and "you asked about this question" alone says little.
+    index = next(i for i, q in enumerate(state.questions) if q.id == request.question_id)
     return {
         "type": "suspended",
         "questionnaireId": state.id,
         "revision": state.revision,
         "step": state.step,
         "questionId": request.question_id,
+        "label": state.questions[index].label,
+        "index": index,
+        "total": len(state.questions),
         "request": request.request,
     }
 

@@ -377,7 +377,6 @@
     var endedUnseen = checkEndedWhileAway(frame.questionnaireId);
     var key = frame.questionnaireId + ":" + frame.step + ":" + q.id;
     var same = S.view === "question" && S.viewKey === key;
-    var sameQuestionnaire = S.frame && S.frame.questionnaireId === frame.questionnaireId;
     dropStaleCancelDialog(frame.questionnaireId); // before rendering, so the focus can move
     S.frame = frame;
     S.suspended = null;
@@ -386,7 +385,9 @@
       updateQuestion();
       return;
     }
-    var resumed = sameQuestionnaire && S.view === "suspended";
+    // Back from waiting on the agent (also on a page opened during the wait, which never
+    // had this questionnaire's question frame).
+    var resumed = S.view === "suspended" && String(S.viewKey).indexOf(frame.questionnaireId + ":") === 0;
     clearBusy();
     S.draftPending = null;
     if (S.draftTextTimer) { window.clearTimeout(S.draftTextTimer); S.draftTextTimer = null; }
@@ -1133,10 +1134,12 @@
 
   function renderSuspended(frame) {
     var q = S.frame && S.frame.questionnaireId === frame.questionnaireId ? S.frame : null;
-    var label = null;
-    if (q && q.progress) {
+    var label = frame.label || null; // (a page opened during the wait has no question frame)
+    if (!label && q && q.progress) {
       q.progress.forEach(function (p) { if (p.questionId === frame.questionId) label = p.label; });
     }
+    var place = !q && typeof frame.index === "number" && frame.total > 1
+      ? " (question " + (frame.index + 1) + " of " + frame.total + ")" : "";
     var card = h("article", { class: "card waiting-card", "aria-labelledby": "waiting-title" },
       offlineBanner(),
       endedNoteNode(frame.questionnaireId),
@@ -1144,7 +1147,7 @@
       h("div", { class: "waiting" },
         h("div", { class: "waiting-spinner", "aria-hidden": "true" }, h("span"), h("span"), h("span")),
         h("h1", { class: "waiting-title", id: "waiting-title", text: "Waiting for the agent…" }),
-        h("p", { class: "panel-text", text: "You asked about " + (label ? "“" + label + "”" : "this question") + ":" }),
+        h("p", { class: "panel-text", text: "You asked about " + (label ? "“" + label + "”" : "this question") + place + ":" }),
         h("blockquote", { class: "waiting-request", text: frame.request || "" }),
         h("p", { class: "panel-text muted",
           text: "The agent is preparing an answer. The same question comes back here with its reply, and your selections so far are kept." })),

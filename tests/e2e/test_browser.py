@@ -378,6 +378,12 @@ def test_clarify_waits_for_the_agent_then_shows_its_response_with_the_draft_inta
     expect(page.get_by_role("heading", name="Waiting for the agent…")).to_be_visible()
     expect(page.locator(".waiting-request")).to_have_text("Do the end-to-end tests need staging to be up?")
     expect(page.locator("#cancel-open")).to_be_visible()  # cancelling stays possible while waiting
+    # A page opened during the wait (a reload, another device) says which question it was.
+    page.reload()
+    expect(page.get_by_role("heading", name="Waiting for the agent…")).to_be_visible()
+    expect(page.locator(".waiting .panel-text").first).to_have_text(
+        "You asked about “Pre-flight checks”:"  # (its place is said only when there are several)
+    )
 
     details = web_agent.outcome(qid)
     assert details["status"] == "needs_clarification"

@@ -558,6 +558,9 @@ def test_a_suspended_frame_carries_the_step_and_the_pending_request() -> None:
         "revision": 1,
         "step": 2,
         "questionId": "checks",
+        "label": "checks",
+        "index": 1,
+        "total": 3,
         "request": "Which?",
     }
 
