@@ -948,8 +948,13 @@ class TuiModel:
             body.append(self._progress(width))
             if frame["question"]["id"] == self.suspended.get("questionId"):
                 label = str(frame["question"].get("label") or "")
-        else:
-            body.append([("class:progress.head", "  Questionnaire paused")])
+        else:  # opened during the wait: the suspended frame names the question
+            suspended = self.suspended
+            place = ""
+            if isinstance(suspended.get("index"), int) and isinstance(suspended.get("total"), int):
+                place = f" · question {suspended['index'] + 1} of {suspended['total']}"
+            body.append([("class:progress.head", truncate(f"  Questionnaire paused{place}", width))])
+            label = str(suspended.get("label") or "")
         body.append([])
         if label:
             body += self._title(width, label, "paused")

@@ -1006,3 +1006,13 @@ def test_the_connection_turns_an_unreadable_frame_into_a_notice() -> None:
     conn._apply({"type": "question", "questionnaireId": "qn-2"})
     assert model.frame is not None and model.frame["questionnaireId"] == "qn-1"
     assert "Could not show a 'question' frame" in screen(model)
+
+
+def test_a_client_opened_during_the_wait_names_the_question_asked_about() -> None:
+    # No question frame came before: the suspended frame's label and place say which it was.
+    model = connected(None)
+    frame = suspended_frame("Is staging required?", step=4)
+    model.apply({**frame, "label": "Pre-flight checks", "index": 1, "total": 4})
+    text = screen(model)
+    assert "Questionnaire paused · question 2 of 4" in text
+    assert "Pre-flight checks" in text and "Is staging required?" in text
