@@ -203,7 +203,10 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
         # An agent call long-polling when Redis goes away keeps polling (see the stall test):
         # it has its questionnaire, and a Redis that comes back with it would answer it.
         polling = asyncio.create_task(http.get(f"{a.url}/v1/sessions/{sid}/questionnaires/{qid}?wait=60"))
-        await asyncio.sleep(0.5)  # (its first read is done)
+        await _until_waiting(http, a.url, 1)
+        # Counted as waiting, its read of the questionnaire follows within a millisecond;
+        # nothing outside the broker shows that read, so give it this much more.
+        await asyncio.sleep(0.1)
 
         kill_redis(redis)
         began = time.monotonic()
@@ -280,6 +283,14 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
         assert response.json()["details"]["answers"] == EXPECTED_ANSWERS
     for process in (a, b):
         assert "Traceback" not in process.log(), process.log()
+
+
+async def _until_waiting(http: httpx.AsyncClient, url: str, calls: int, timeout: float = 10) -> None:
+    """Until the broker at ``url`` has ``calls`` agent calls waiting (its /metrics gauge)."""
+    deadline = time.monotonic() + timeout
+    while f"qbroker_agent_calls_waiting {calls:.1f}" not in (await http.get(f"{url}/metrics")).text:
+        assert time.monotonic() < deadline, f"{url} never had {calls} agent call(s) waiting"
+        await asyncio.sleep(0.02)
 
 
 async def _until_ready(http: httpx.AsyncClient, url: str, timeout: float) -> None:
