@@ -60,6 +60,12 @@ QUESTIONS = [
         "options": [{"id": "team"}, {"id": "nobody"}],
     },
 ]
+# What the scripted person answers (ScriptedClient.answer_all), and the result it must give.
+PERSON_ANSWERS: dict[str, Any] = {
+    "target": ["production"],
+    "checks": ["unit", "lint"],
+    "notify": {"other": "the release channel"},
+}
 EXPECTED_ANSWERS = [
     {"questionId": "target", "selectedOptionIds": ["production"]},
     {"questionId": "checks", "selectedOptionIds": ["unit", "lint"]},
@@ -274,9 +280,7 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
                     json={"action": "start", "questions": QUESTIONS},
                 )
             )
-            closed_frame = await p2.answer_all(
-                {"target": ["production"], "checks": ["unit", "lint"], "notify": {"other": "the release channel"}}
-            )
+            closed_frame = await p2.answer_all(PERSON_ANSWERS)
             assert closed_frame["status"] == "completed"
             response = await asyncio.wait_for(done, 30)
         assert response.status_code == 200, response.text
@@ -335,9 +339,7 @@ async def _redis_stall(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) -
             await _until_ready(http, process.url, 20)
         # (The person's socket may have been closed 1013 meanwhile: a new one.)
         async with ScriptedClient.connect(b.ws_url, sid, token(sid, "client")) as again:
-            closed = await again.answer_all(
-                {"target": ["production"], "checks": ["unit", "lint"], "notify": {"other": "the release channel"}}
-            )
+            closed = await again.answer_all(PERSON_ANSWERS)
         assert closed["status"] == "completed"
         response = await asyncio.wait_for(call, 30)
         assert response.status_code == 200, response.text
