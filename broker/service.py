@@ -178,7 +178,12 @@ class SessionHub:
     def broadcast(self, *frames: dict[str, Any]) -> None:
         encoded = [Encoded(frame) for frame in frames]
         for connection in list(self.clients.values()):
-            connection.deliver(*encoded)
+            try:
+                connection.deliver(*encoded)
+            except Exception:  # deliver must not raise; if it does, the others still get the frames
+                log.exception(
+                    "delivery to a client failed", extra={"session": self.session_id, "client": connection.client_id}
+                )
 
 
 async def _watch(
@@ -637,8 +642,7 @@ class Broker:
         await self._drop_idle_hubs()
         for hub in list(self.hubs.values()):
             hub.poke()
-            with contextlib.suppress(StoreUnavailable):
-                await self.refresh(hub)
+            await self._refresh_alone(hub)
 
     async def _reconcile(self) -> None:
         """Catch up on missed notices: one read of every served session's write count, then
@@ -658,8 +662,16 @@ class Broker:
             # An open questionnaire left alone for the whole retention expires without a write.
             expiring = shown is not None and now - shown.updated_at >= self.store.retention
             if hub.clients and (hub.seq != count or expiring):
-                with contextlib.suppress(StoreUnavailable):
-                    await self.refresh(hub)
+                await self._refresh_alone(hub)
+
+    async def _refresh_alone(self, hub: SessionHub) -> None:
+        """``refresh`` one session of many: whatever goes wrong with it, the others go on."""
+        try:
+            await self.refresh(hub)
+        except StoreUnavailable:
+            pass  # the next tick, or the reconnect, reads it again
+        except Exception:  # a bug, logged: the other sessions are still re-read
+            log.exception("re-reading a session failed", extra={"session": hub.session_id})
 
     async def _reconcile_loop(self) -> None:
         while True:

@@ -36,6 +36,7 @@ from urllib.parse import unquote, urlsplit
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.datastructures import Headers
 from websockets.http11 import Request
+from websockets.protocol import State
 
 from broker import frames
 from broker.auth import valid_session_id, verify_token
@@ -292,9 +293,16 @@ class ClientSocket(WebSocketsSansIOProtocol):
     def _flush(self) -> None:
         self.transport.write(b"".join(self.conn.data_to_send()))
 
+    @property
+    def sending(self) -> bool:
+        """Frames can still go out. Not once either side began the closing handshake: after
+        the client's close frame websockets refuses to send (InvalidState), and uvicorn has
+        already asked the transport to close, though the connection is not lost yet."""
+        return self.conn.state is State.OPEN and not self.transport.is_closing()
+
     def close_with(self, code: int, reason: str = "") -> None:
         """Start the closing handshake (as uvicorn does for an ASGI ``websocket.close``)."""
-        if self.close_sent or self.transport.is_closing():
+        if self.close_sent or not self.sending:
             return
         self.broker.metrics.closes.labels(str(code)).inc()
         self.conn.send_close(code, reason)
@@ -481,8 +489,9 @@ class ClientConnection:
 
     def deliver(self, *frames: Encoded) -> None:
         """Write ``frames`` now (several in one write), or queue them while the socket does
-        not drain; never blocks."""
-        if self.closing:
+        not drain; never blocks, never raises. A connection on its way out (either side
+        began closing) takes nothing: the fan-out to the session's other clients goes on."""
+        if self.closing or not self.socket.sending:
             return
         codec = self.codec
         if self.writable and not self.backlog:
@@ -502,7 +511,7 @@ class ClientConnection:
         """The socket drains again: send what waited, until it is full once more."""
         self.writable = True
         backlog, text = self.backlog, self.codec == "json"
-        while backlog and self.writable and not self.closing:
+        while backlog and self.writable and not self.closing and self.socket.sending:
             self.socket.write_frame(backlog.pop(0), text)  # may call pause_writing
 
     # --- the end -------------------------------------------------------------------------

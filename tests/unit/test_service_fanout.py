@@ -540,6 +540,49 @@ async def test_after_a_lost_notice_the_next_one_reads_the_store_and_shows_the_ol
         assert store.reads["head"] >= 1
 
 
+class Failing(Client):
+    """A client whose deliver raises, as a connection on its way out once did."""
+
+    def deliver(self, *frames: Encoded) -> None:
+        raise RuntimeError("connection is closing")
+
+
+async def test_a_client_that_fails_to_take_a_frame_does_not_keep_it_from_the_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async with running() as (broker, store):
+        sid = new_session()
+        first = await joined(broker, sid)
+        failing = Failing(sid)
+        broker.hubs[sid].clients[failing.client_id] = failing  # between the two in the fan-out
+        last = await joined(broker, sid)
+
+        state = await store.create(started(sid))  # as another broker would: a notice
+
+        for client in (first, last):
+            assert (await client.next("question"))["questionnaireId"] == state.id
+        assert broker.hubs[sid].shown_id == state.id  # the notice was applied in full
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == ["delivery to a client failed"]
+
+
+async def test_a_session_that_fails_to_reconcile_does_not_keep_the_others_behind() -> None:
+    async with running(reconcile_interval=60.0) as (broker, store):
+        broken, behind = new_session(), new_session()
+        failing = await joined(broker, broken)
+        client = await joined(broker, behind)
+        await client.next("idle")
+        with store.silently():  # both notices are lost: only the reconciliation shows them
+            await store.create(started(broken))
+            state = await store.create(started(behind))
+        broker.hubs[broken].clients[failing.client_id] = Failing(broken)
+        # The broken session comes first in the reconciliation's round.
+        assert list(broker.hubs)[:2] == [broken, behind]
+
+        await broker._reconcile()
+
+        assert (await client.next("question"))["questionnaireId"] == state.id
+
+
 async def test_reconciliation_reads_only_the_sessions_behind_the_store() -> None:
     async with running(reconcile_interval=60.0) as (broker, store):
         behind, current = new_session(), new_session()

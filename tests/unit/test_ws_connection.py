@@ -33,6 +33,7 @@ class FakeSocket:
         self.writes: list[list[str]] = []  # the frame types of each write, one list per write
         self.closed_with: tuple[int, str] | None = None
         self.close_sent = False
+        self.sending = True  # False once either side began the closing handshake
         self.reading_paused: list[bool] = []
 
     def write_frame(self, data: str | bytes, text: bool) -> None:
@@ -153,6 +154,18 @@ async def test_a_client_too_far_behind_is_closed_1008() -> None:
     client.deliver(pong(0))
     client.drain()
     assert socket.written == []  # nothing more goes to a closing socket
+
+
+async def test_a_socket_the_client_began_to_close_takes_no_frames_and_raises_nothing() -> None:
+    client, socket, _ = await joined()
+    client.writable = False
+    client.deliver(pong(0))
+    socket.sending = False  # the client's close frame arrived; the connection is not lost yet
+    client.deliver(pong(1))
+    client.writable = True
+    client.deliver(pong(2))
+    client.drain()
+    assert socket.written == []
 
 
 async def test_on_the_memory_store_a_frame_is_handled_at_once_with_no_task() -> None:
