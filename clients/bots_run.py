@@ -364,6 +364,7 @@ class Bot:
         self.pending_answer: tuple[str, int, float] | None = None  # (questionnaire, step, sent at)
         self.received_at = 0.0  # perf_counter() when the last frame arrived
         self.expect_view: tuple[str, int, int, Any] | None = None  # after a churn reconnect
+        self.seen: tuple[str, int] | None = None  # the questionnaire and highest step this bot was shown
         # The last command sent, with what to restore if the broker refuses it (an error
         # frame means "changed nothing"): (ref, round, step, expectation, clarified, last_acted).
         self.inflight: tuple[int, Round, int, _Saved, Counter[int], int] | None = None
@@ -430,6 +431,7 @@ class Bot:
             self.session.mismatch(f"first frame is not a welcome for this session: {welcome!r}")
         expect, self.expect_view = self.expect_view, None
         if expect is not None:
+            self._check_order(view)
             self._check_view_after_reconnect(expect, view)
         self.ready.set()
         if expect is None:
@@ -503,6 +505,8 @@ class Bot:
     async def on_frame(self, frame: dict[str, Any]) -> None:
         kind = frame.get("type")
         now = self.received_at
+        if kind in ("question", "suspended"):
+            self._check_order(frame)
         if kind == "question":
             await self.on_question(frame, now)
         elif kind == "suspended":
@@ -545,9 +549,29 @@ class Bot:
         qid = frame.get("questionnaireId")
         if rnd is None or qid != rnd.questionnaire_id:
             return
+        # The frame may be late: this bot's broker (or this bot) can lag behind the one whose
+        # bot already acted on the next question, even clarified again. So it must be exactly
+        # the clarification its revision names, not the latest one sent; ``_check_order``
+        # catches a suspension shown again after something newer.
         clar = rnd.expect.clarifications
-        if not clar or frame.get("request") != clar[-1]["request"] or frame.get("revision") != len(clar):
+        revision = frame.get("revision")
+        sent = clar[revision - 1] if isinstance(revision, int) and 0 < revision <= len(clar) else None
+        if sent is None or (frame.get("request"), frame.get("questionId")) != (sent["request"], sent["questionId"]):
             self.session.mismatch(f"suspended frame {frame!r} does not match the clarification sent")
+
+    def _check_order(self, frame: dict[str, Any]) -> None:
+        """A bot's views of a questionnaire never go back a step: each is the state as of a
+        write, and a connection (or a new one) never shows an older write than it showed."""
+        qid, step = frame.get("questionnaireId"), frame.get("step")
+        if not isinstance(qid, str) or not isinstance(step, int):
+            return
+        seen = self.seen
+        if seen is not None and seen[0] == qid:
+            if step < seen[1]:
+                self.session.mismatch(f"{frame.get('type')} frame of {qid} at step {step} after step {seen[1]}")
+                return
+            step = max(step, seen[1])
+        self.seen = (qid, step)
 
     def on_closed(self, frame: dict[str, Any], now: float) -> None:
         qid = frame.get("questionnaireId")
@@ -659,6 +683,7 @@ class Bot:
                 while True:
                     frame = await self.receive()
                     if frame.get("type") == "question" and frame.get("questionnaireId") == qid:
+                        self._check_order(frame)
                         if frame.get("draft") != pick.expected:
                             self.session.mismatch(f"draft echo {frame.get('draft')!r} != {pick.expected!r}")
                         break

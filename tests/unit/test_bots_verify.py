@@ -20,12 +20,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
+import orjson
 import pytest
 
-from broker import machine, results
+from broker import frames, machine, results
 from broker.model import parse_tool_input
 from clients.bots import check_url, parse_think, probe_brokers, split_urls, token_refusal
 from clients.bots_plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
+from clients.bots_run import Bot, LoadRun, Options, Round, Session
 from clients.bots_stats import Samples, Stats, percentile
 from tests.support import need
 
@@ -337,3 +339,97 @@ def test_samples_keep_an_exact_maximum_beyond_the_cap(monkeypatch: pytest.Monkey
     for i in range(1000):
         samples.add(float(i), rng)
     assert len(samples.values) == 10 and samples.seen == 1000 and samples.maximum == 999.0
+
+
+# --- the bots' checks of the frames they are shown ------------------------------------
+
+
+class _Frames:
+    """One questionnaire of a plan on the real state machine, and the frames its writes
+    show (the broker's own view frames, through the JSON codec as a bot reads them)."""
+
+    def __init__(self, plan: Plan) -> None:
+        start = parse_tool_input(copy.deepcopy(plan.tool_input))
+        self.state = machine.start("qn-1", "sess", start.questions, NOW)  # type: ignore[union-attr]
+
+    def apply(self, command: machine.Command) -> dict[str, Any]:
+        self.state = machine.apply(self.state, command, NOW)
+        frame = orjson.loads(frames.encode_bytes(frames.view(self.state), "json"))
+        assert isinstance(frame, dict)
+        return frame
+
+
+def _two_bots(plan: Plan) -> tuple[Session, Bot, Bot]:
+    opts = Options(urls=["http://127.0.0.1:1"], secret="s" * 32, session_ids=["sess"], bots=2)
+    session = Session(LoadRun(opts), 0, "sess")
+    session.round = Round(plan, Expectation(plan, questionnaire_id="qn-1"), started=0.0, questionnaire_id="qn-1")
+    return session, session.bots[0], session.bots[1]
+
+
+def _mismatches(session: Session) -> list[str]:
+    assert session.stats.error_total == len(session.stats.mismatches)  # nothing else went wrong
+    return session.stats.mismatches
+
+
+async def test_a_late_suspended_frame_is_checked_against_the_clarification_its_revision_names() -> None:
+    # As seen under the mixed load: one bot clarifies, the agent resumes, the other bot
+    # (its turn) clarifies again, and only then does the first bot, on a broker lagging
+    # behind, read the first suspension. A true frame, late: not a mismatch.
+    plan = _plan()
+    session, acting, lagging = _two_bots(plan)
+    expect, play = session.round.expect, _Frames(plan)  # type: ignore[union-attr]
+    first, second = plan.request(1), plan.request(2)
+
+    expect.asked(0, first, None)
+    suspended_once = play.apply(machine.Clarify("qn-1", 0, first, None))
+    await acting.on_frame(suspended_once)
+    expect.responded(1, plan.response(1))
+    play.apply(machine.Resume(1, plan.response(1)))  # step 2: the acting bot's turn
+    expect.asked(0, second, None)
+    suspended_twice = play.apply(machine.Clarify("qn-1", play.state.step, second, None))
+    await acting.on_frame(suspended_twice)
+
+    await lagging.on_frame(suspended_once)
+    await lagging.on_frame(suspended_twice)
+
+    assert _mismatches(session) == []
+
+
+async def test_a_suspended_frame_whose_request_is_not_the_one_sent_is_a_mismatch() -> None:
+    plan = _plan()
+    session, bot, _ = _two_bots(plan)
+    expect, play = session.round.expect, _Frames(plan)  # type: ignore[union-attr]
+    expect.asked(0, plan.request(1), None)
+    frame = play.apply(machine.Clarify("qn-1", 0, "another text", None))
+
+    await bot.on_frame(frame)
+
+    assert len(_mismatches(session)) == 1
+
+
+async def test_a_suspended_frame_naming_a_clarification_never_sent_is_a_mismatch() -> None:
+    plan = _plan()
+    session, bot, _ = _two_bots(plan)
+    play = _Frames(plan)
+    frame = play.apply(machine.Clarify("qn-1", 0, plan.request(1), None))  # the bots sent nothing
+
+    await bot.on_frame(frame)
+
+    assert len(_mismatches(session)) == 1
+
+
+async def test_a_bot_shown_an_older_state_after_a_newer_one_is_a_mismatch() -> None:
+    plan = _plan()
+    session, _, bot = _two_bots(plan)
+    expect, play = session.round.expect, _Frames(plan)  # type: ignore[union-attr]
+    expect.asked(0, plan.request(1), None)
+    suspended = play.apply(machine.Clarify("qn-1", 0, plan.request(1), None))
+    expect.responded(1, plan.response(1))
+    resumed = play.apply(machine.Resume(1, plan.response(1)))  # step 2: the other bot acts on it
+    await bot.on_frame(suspended)
+    await bot.on_frame(resumed)
+    assert _mismatches(session) == []
+
+    await bot.on_frame(suspended)  # the suspension again, after the question that followed it
+
+    assert len(_mismatches(session)) == 1
