@@ -366,3 +366,46 @@ def test_two_brokers_on_redis_agent_on_one_bots_on_the_other() -> None:
         )
     assert_clean(code, report, err, 16)
     assert report["config"]["urls"] == [one.url, two.url]
+
+
+def _error_lines(log: str) -> list[str]:
+    """A broker log's error-level lines (JSON lines, or tracebacks in any format)."""
+    found = []
+    for line in log.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            entry = None
+        level = entry.get("level") if isinstance(entry, dict) else None
+        if level in ("error", "critical") or (level is None and ("Traceback" in line or " error " in line)):
+            found.append(line[:2000])
+    return found
+
+
+def test_the_mixed_load_on_two_brokers_over_redis_is_clean() -> None:
+    """Every bots feature at once (two bots a session on different brokers, both codecs,
+    multi and Other answers, clarifications, cancellations, reconnect churn), two load
+    processes: nothing lost or wrong, nothing unavailable, no error in either broker's log."""
+    need(shutil.which("redis-server") is not None, "redis-server is not installed")
+    with (
+        redis_server() as redis,
+        broker(redis.url, log_level="info") as one,
+        broker(redis.url, log_level="info") as two,
+    ):
+        code, report, err = run_bots(
+            *("--url", f"{one.url},{two.url}", "--sessions", "150", "--bots", "2", "--codec", "mixed"),
+            *("--questions", "5", "--options", "6", "--multi-share", "0.4", "--other-share", "0.2"),
+            *("--think-time", "5-40", "--clarify-rate", "0.2", "--cancel-rate", "0.1"),
+            *("--reconnect-churn", "0.05", "--duration", "10", "--count", "100000", "--processes", "2"),
+        )
+        logs = {url: b.log() for url, b in ((one.url, one), (two.url, two))}
+    assert report, err
+    assert report["errors"] == {}, (report["mismatch_samples"], report["error_samples"], err)
+    assert code == 0, err
+    done = report["questionnaires"]
+    assert done["done"] == done["verified"] > 100
+    assert done["unavailable"] == 0
+    assert done["completed"] > 0 and done["cancelled"] > 0 and report["clarifications"] > 0
+    assert report["reconnects"] > 0
+    for url, log in logs.items():
+        assert _error_lines(log) == [], f"error lines in the log of the broker at {url}"
