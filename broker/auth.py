@@ -1,13 +1,14 @@
 """Tokens: HS256 JWTs with ``sid`` (a session id or ``*``), ``role`` and optional ``exp``.
 
 Agents present theirs as ``Authorization: Bearer``; clients in their ``hello`` frame.
-``qbroker token`` mints one from the command line.
+``qbroker token`` mints one from the command line (valid 30 days unless ``--ttl`` says otherwise).
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import math
 import re
 import sys
 import time
@@ -28,6 +29,10 @@ ANY_SESSION = "*"
 # and line) would otherwise come with every token minted.
 MIN_SECRET_BYTES = 32
 warnings.filterwarnings("ignore", message=r"The HMAC key is \d+ bytes long")  # (PyJWT >= 2.10)
+# ``qbroker token --ttl``: a token that nobody asked to keep forever expires after 30 days.
+DEFAULT_TTL = "30d"
+_TTL_RE = re.compile(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
+_TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def weak_secret(secret: str) -> str | None:
@@ -65,6 +70,25 @@ def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None) -> s
     if ttl is not None:
         claims["exp"] = int(time.time() + ttl)
     return jwt.encode(claims, secret, algorithm="HS256")
+
+
+def parse_ttl(text: str) -> float | None:
+    """Seconds for a ``--ttl`` value: a number of seconds, or one with a unit ``s``, ``m``,
+    ``h`` or ``d`` (``90m``, ``12h``, ``1.5h``, ``30d``); None for ``never`` (no expiry).
+    Raises ``ValueError`` saying what ``--ttl`` must be, to follow the flag's name."""
+    word = text.strip()
+    if word.lower() == "never":
+        return None
+    match = _TTL_RE.fullmatch(word)
+    if match is None:
+        raise ValueError(
+            f"must be a number of seconds, or one with s, m, h or d (as in 90m, 12h, 30d), or never; got {text!r}"
+        )
+    sign, number, unit = match.groups()
+    seconds = float(number) * _TTL_UNITS[unit]
+    if sign == "-" or not seconds > 0 or not math.isfinite(seconds):
+        raise ValueError(f"must be more than 0 (a token would be born expired), or never; got {text!r}")
+    return seconds
 
 
 def _decoded_claims(secret: str, token: str) -> dict[str, Any]:
@@ -110,7 +134,13 @@ def verify_token(secret: str, token: str, *, role: Role) -> Claims:
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--session", required=True, help="session id, or '*' for a service-wide agent token")
     parser.add_argument("--role", required=True, choices=ROLES, help="who will present the token")
-    parser.add_argument("--ttl", type=float, default=None, metavar="SECONDS", help="lifetime (default: no expiry)")
+    parser.add_argument(
+        "--ttl",
+        default=DEFAULT_TTL,
+        metavar="DURATION",
+        help="lifetime: seconds, or a number with s, m, h or d (as in 90m, 12h, 30d), or 'never' for a token"
+        f" that never expires (default: {DEFAULT_TTL}, 30 days)",
+    )
     parser.add_argument(
         "--secret",
         default=None,
@@ -122,8 +152,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from broker.config import Config
 
-    if args.ttl is not None and not args.ttl > 0:
-        print(f"qbroker token: --ttl must be a positive number of seconds, got {args.ttl:g}", file=sys.stderr)
+    try:
+        ttl = parse_ttl(args.ttl)
+    except ValueError as exc:
+        print(f"qbroker token: --ttl {exc}", file=sys.stderr)
         return 1
     config = Config.from_env(data_dir=args.data_dir)
     secret = args.secret or config.secret
@@ -137,7 +169,7 @@ def run(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     try:
-        minted = mint_token(secret, args.session, args.role, args.ttl)
+        minted = mint_token(secret, args.session, args.role, ttl)
     except ValueError as exc:
         print(f"qbroker token: {exc}", file=sys.stderr)
         return 1

@@ -8,7 +8,9 @@ import gc
 import logging
 import socket
 import sys
+import time
 from collections.abc import Callable
+from datetime import UTC, datetime
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -21,6 +23,9 @@ from broker.config import LOG_LEVELS, Config
 log = logging.getLogger("qbroker.server")
 
 DEMO_SESSION = "demo"
+# The banner's link and agent token are for trying the broker out, and end up in terminal
+# scrollback and shell history: they expire after a day (each start prints new ones).
+DEMO_TOKEN_TTL = 24 * 3600
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -149,10 +154,14 @@ def _banner(config: Config, generated: bool) -> None:
     lines = [f"qbroker listening on {base}  store: {store}"]
     if generated:
         assert config.secret is not None
-        client = mint_token(config.secret, DEMO_SESSION, "client")
-        agent = mint_token(config.secret, DEMO_SESSION, "agent")
+        # Taken before minting, and shown to the minute: never later than the tokens' exp.
+        until = datetime.fromtimestamp(time.time() + DEMO_TOKEN_TTL, UTC).strftime("%Y-%m-%d %H:%M UTC")
+        client = mint_token(config.secret, DEMO_SESSION, "client", ttl=DEMO_TOKEN_TTL)
+        agent = mint_token(config.secret, DEMO_SESSION, "agent", ttl=DEMO_TOKEN_TTL)
         lines += [
             f"No QBROKER_SECRET set: using the generated secret in {config.secret_file}",
+            f"The link and tokens below are valid {DEMO_TOKEN_TTL // 3600} h, until {until};"
+            " each start prints new ones",
             f"Open the web client for session '{DEMO_SESSION}':",
             f"  {base}/#session={DEMO_SESSION}&token={client}",
             "Agent token for that session:",

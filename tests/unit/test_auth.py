@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
+import jwt
 import pytest
 
-from broker.auth import mint_token, verify_token
+from broker.auth import mint_token, parse_ttl, verify_token
 from broker.errors import BrokerError
 
 SECRET = "a-secret-of-at-least-thirty-two-bytes!"
@@ -41,13 +44,109 @@ def token_command(
     return code, out, err
 
 
-@pytest.mark.parametrize("ttl", ["0", "-5"])
-def test_a_token_that_would_be_born_expired_is_refused(
+def claims_of(token: str) -> dict[str, Any]:
+    claims: dict[str, Any] = jwt.decode(token.strip(), SECRET, algorithms=["HS256"], options={"verify_exp": False})
+    return claims
+
+
+@pytest.mark.parametrize(
+    ("text", "seconds"),
+    [
+        ("3600", 3600.0),
+        ("1.5", 1.5),
+        ("45s", 45.0),
+        ("90m", 5400.0),
+        ("12h", 43200.0),
+        ("1.5h", 5400.0),
+        ("30d", 2592000.0),
+        (".5d", 43200.0),
+        (" 12h ", 43200.0),
+        ("never", None),
+        ("NEVER", None),
+        ("Never", None),
+    ],
+)
+def test_a_ttl_is_seconds_a_number_with_a_unit_or_never(text: str, seconds: float | None) -> None:
+    assert parse_ttl(text) == seconds
+
+
+@pytest.mark.parametrize(
+    ("text", "says"),
+    [
+        ("0", "more than 0"),
+        ("0h", "more than 0"),
+        ("-5", "more than 0"),
+        ("-5m", "more than 0"),
+        ("", "a number of seconds"),
+        ("10x", "a number of seconds"),
+        ("30D", "a number of seconds"),  # M could be read as months: the units are lower-case only
+        ("30 d", "a number of seconds"),
+        ("d", "a number of seconds"),
+        ("12h30m", "a number of seconds"),
+        ("1e3", "a number of seconds"),
+        ("inf", "a number of seconds"),
+        ("nan", "a number of seconds"),
+        ("forever", "a number of seconds"),
+    ],
+)
+def test_a_ttl_that_is_not_one_is_refused_saying_what_it_must_be(text: str, says: str) -> None:
+    with pytest.raises(ValueError) as refused:
+        parse_ttl(text)
+    assert str(refused.value).startswith(f"must be {says}") and str(refused.value).endswith(f"got {text!r}")
+
+
+def test_a_token_expires_after_30_days_by_default(
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = token_command([], capsys, monkeypatch, SECRET)
+    assert (code, err) == (0, "")
+    claims = claims_of(out)
+    assert abs(claims["exp"] - (time.time() + 30 * 86400)) < 5
+
+
+@pytest.mark.parametrize(("ttl", "seconds"), [("12h", 12 * 3600), ("90m", 90 * 60), ("600", 600), ("2d", 2 * 86400)])
+def test_a_ttl_sets_the_expiry(
+    ttl: str, seconds: int, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = token_command(["--ttl", ttl], capsys, monkeypatch, SECRET)
+    assert (code, err) == (0, "")
+    assert abs(claims_of(out)["exp"] - (time.time() + seconds)) < 5
+
+
+@pytest.mark.parametrize("ttl", ["never", "NEVER"])
+def test_ttl_never_mints_a_token_without_expiry(
     ttl: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     code, out, err = token_command(["--ttl", ttl], capsys, monkeypatch, SECRET)
+    assert (code, err) == (0, "")
+    assert "exp" not in claims_of(out)
+    assert verify_token(SECRET, out.strip(), role="agent").exp is None
+
+
+@pytest.mark.parametrize(
+    ("ttl", "says"),
+    [
+        ("0", "more than 0 (a token would be born expired), or never; got '0'"),
+        ("-5", "more than 0 (a token would be born expired), or never; got '-5'"),
+        ("10x", "a number of seconds, or one with s, m, h or d (as in 90m, 12h, 30d), or never; got '10x'"),
+        ("", "a number of seconds, or one with s, m, h or d (as in 90m, 12h, 30d), or never; got ''"),
+    ],
+)
+def test_a_bad_ttl_is_refused_in_one_line(
+    ttl: str, says: str, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    code, out, err = token_command(["--ttl", ttl], capsys, monkeypatch, SECRET)
     assert (code, out) == (1, "")
-    assert err == f"qbroker token: --ttl must be a positive number of seconds, got {ttl}\n"
+    assert err == f"qbroker token: --ttl must be {says}\n"
+
+
+def test_the_help_names_the_default_and_never(capsys: pytest.CaptureFixture[str]) -> None:
+    from broker.cli import main
+
+    with pytest.raises(SystemExit):
+        main(["token", "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    assert "default: 30d, 30 days" in text and "'never'" in text
 
 
 def test_a_short_secret_is_warned_about_in_one_line_and_still_signs(
