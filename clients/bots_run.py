@@ -605,7 +605,17 @@ class Bot:
         rnd.acted.add(step)
         rnd.last_acted = step
         self._check_question(rnd, frame)
-        await self.act(rnd, qid, step, index, previous)
+        self.inflight = None  # (a command of an earlier step is settled: the step moved on)
+        try:
+            await self.act(rnd, qid, step, index, previous)
+        except BaseException:
+            if self.inflight is None and self.session.round is rnd:
+                # The connection failed before the command went out (while thinking or in a
+                # churn whose broker died): give the step back, so that the view after the
+                # reconnect is acted on, not skipped as already done.
+                rnd.acted.discard(step)
+                rnd.last_acted = previous
+            raise
 
     def _check_question(self, rnd: Round, frame: dict[str, Any]) -> None:
         expect, plan = rnd.expect, rnd.plan

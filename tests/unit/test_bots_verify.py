@@ -22,6 +22,7 @@ from typing import Any
 
 import orjson
 import pytest
+from websockets.exceptions import ConnectionClosed
 
 from broker import frames, machine, results
 from broker.model import parse_tool_input
@@ -354,6 +355,9 @@ class _Frames:
 
     def apply(self, command: machine.Command) -> dict[str, Any]:
         self.state = machine.apply(self.state, command, NOW)
+        return self.view()
+
+    def view(self) -> dict[str, Any]:
         frame = orjson.loads(frames.encode_bytes(frames.view(self.state), "json"))
         assert isinstance(frame, dict)
         return frame
@@ -433,3 +437,27 @@ async def test_a_bot_shown_an_older_state_after_a_newer_one_is_a_mismatch() -> N
     await bot.on_frame(suspended)  # the suspension again, after the question that followed it
 
     assert len(_mismatches(session)) == 1
+
+
+async def test_a_step_whose_command_never_went_out_is_acted_on_after_the_reconnect() -> None:
+    # The broker died while the bot was thinking, or in a churn before its command: the view
+    # after the reconnect shows the same step, and the bot must act on it (it once skipped it
+    # as done, and the questionnaire waited for its timeout).
+    plan = _plan()
+    session, bot, _ = _two_bots(plan)  # the first bot acts on step 0
+    question = _Frames(plan).view()
+    acted: list[int] = []
+
+    async def dies(rnd: Round, qid: str, step: int, index: int, previous: int) -> None:
+        raise ConnectionClosed(None, None)
+
+    async def acts(rnd: Round, qid: str, step: int, index: int, previous: int) -> None:
+        acted.append(step)
+
+    bot.act = dies  # type: ignore[method-assign]
+    with pytest.raises(ConnectionClosed):
+        await bot.on_frame(question)
+    bot.act = acts  # type: ignore[method-assign]
+    await bot.on_frame(question)  # the view after the reconnect
+
+    assert acted == [0]
