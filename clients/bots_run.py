@@ -261,9 +261,11 @@ class Session:
             for _ in range(MAX_AGENT_CALLS):
                 remaining = deadline - time.monotonic()
                 if remaining <= 0:
-                    self.stats.error(
-                        "timeout", f"{self.sid}: questionnaire {expect.questionnaire_id} not done in {opts.timeout:g}s"
-                    )
+                    detail = f"{self.sid}: questionnaire {expect.questionnaire_id} not done in {opts.timeout:g}s"
+                    for bot in self.bots:
+                        if bot.trace is not None:
+                            detail += f" | bot {bot.index} ({bot.url}): " + " ".join(bot.trace)
+                    self.stats.error("timeout", detail)
                     return
                 qid = expect.questionnaire_id
                 attach = f"{base}/questionnaires/{qid}?wait={min(wait, remaining):.3f}"
@@ -364,6 +366,9 @@ class Bot:
         self.pending_answer: tuple[str, int, float] | None = None  # (questionnaire, step, sent at)
         self.received_at = 0.0  # perf_counter() when the last frame arrived
         self.expect_view: tuple[str, int, int, Any] | None = None  # after a churn reconnect
+        # A draft sent whose echo was not read before the connection died: (questionnaire,
+        # step, draft); the view after the reconnect says whether it was saved.
+        self.draft_in_doubt: tuple[str, int, dict[str, Any]] | None = None
         self.seen: tuple[str, int] | None = None  # the questionnaire and highest step this bot was shown
         # The last command sent, with what to restore if the broker refuses it (an error
         # frame means "changed nothing"): (ref, round, step, expectation, clarified, last_acted).
@@ -406,8 +411,9 @@ class Bot:
         self.url = urls[(urls.index(self.url) + 1) % len(urls)]
         self.uri = f"{ws_base(self.url)}/v1/sessions/{self.session.sid}/ws"
 
-    async def connect(self) -> None:
-        """Open, say hello, read the welcome and the current view."""
+    async def connect(self, *, in_churn: bool = False) -> None:
+        """Open, say hello, read the welcome and the current view, and act on the view
+        (``in_churn``: the churn that reconnects goes on to act itself)."""
         async with self.session.run.connect_slots:
             self.ws = await websockets.connect(
                 self.uri,
@@ -429,24 +435,39 @@ class Bot:
             view = await self.receive()
         if welcome.get("type") != "welcome" or welcome.get("sessionId") != self.session.sid:
             self.session.mismatch(f"first frame is not a welcome for this session: {welcome!r}")
+        await self.joined(view, in_churn=in_churn)
+
+    async def joined(self, view: dict[str, Any], *, in_churn: bool = False) -> None:
+        """The first view after a (re)connect: settle what the lost connection left in doubt,
+        check it, and act on it unless a churn goes on to."""
+        doubt, self.draft_in_doubt = self.draft_in_doubt, None
+        rnd = self.session.round
+        if doubt is not None and rnd is not None and rnd.questionnaire_id == doubt[0]:
+            # A draft sent just before the connection died, its echo never read: saved or
+            # not, the broker's view says which. (Anything else is a mismatch below.)
+            qid, step, draft = doubt
+            shown = (view.get("type"), view.get("questionnaireId"), view.get("step"), view.get("draft"))
+            if shown == ("question", qid, step, draft):
+                rnd.expect.draft = draft
         expect, self.expect_view = self.expect_view, None
         if expect is not None:
             self._check_order(view)
             self._check_view_after_reconnect(expect, view)
         self.ready.set()
-        if expect is None:
-            inflight = self.inflight
-            if (
-                inflight is not None
-                and view.get("type") == "question"
-                and view.get("questionnaireId") == inflight[1].questionnaire_id
-                and view.get("step") == inflight[2]
-            ):
-                # Our last command died with the connection (the step did not move): it
-                # changed nothing, like a refused one, so act on this question again.
-                self.stats.count("retried")
-                self._roll_back(inflight[0])
-            await self.on_frame(view)
+        if in_churn:
+            return
+        inflight = self.inflight
+        if (
+            inflight is not None
+            and view.get("type") == "question"
+            and view.get("questionnaireId") == inflight[1].questionnaire_id
+            and view.get("step") == inflight[2]
+        ):
+            # Our last command died with the connection (the step did not move): it
+            # changed nothing, like a refused one, so act on this question again.
+            self.stats.count("retried")
+            self._roll_back(inflight[0])
+        await self.on_frame(view)
 
     async def close(self) -> None:
         ws, self.ws = self.ws, None
@@ -686,8 +707,8 @@ class Bot:
         and reconnect: the broker must show the same question, step and draft again."""
         pick = rnd.plan.drafts[index] if index < rnd.plan.total else None
         if pick is not None:
-            rnd.expect.draft = pick.expected
             draft = {"type": "draft", "questionnaireId": qid, "step": step}
+            self.draft_in_doubt = (qid, step, pick.expected)  # until its echo is read
             await self.send(self.command({**draft, **_selection(pick.sent_ids, pick.sent_other)}))
             async with asyncio.timeout(10):  # the echo: every client gets a fresh question frame
                 while True:
@@ -698,13 +719,15 @@ class Bot:
                             self.session.mismatch(f"draft echo {frame.get('draft')!r} != {pick.expected!r}")
                         break
                     await self.on_frame(frame)
+            self.draft_in_doubt = None
+            rnd.expect.draft = pick.expected
         self.closing = True
         await self.close()
         self.closing = False
         self.expect_view = (qid, step, index, rnd.expect.draft)
         for attempt in range(MAX_CONNECT_ATTEMPTS):
             try:
-                await self.connect()
+                await self.connect(in_churn=True)
                 self.stats.count("reconnects")
                 return
             except (OSError, TimeoutError, InvalidHandshake, ConnectionClosed) as exc:

@@ -16,6 +16,7 @@ from typing import Any, Final
 
 SAMPLE_CAP: Final = 200_000
 MISMATCH_SAMPLES: Final = 20
+SAMPLES_PER_CODE: Final = 3  # so that one common code (dropped sockets in a fault test) hides no other
 VERIFY_MISMATCH: Final = "verify_mismatch"
 
 # metric key -> label in the table
@@ -97,8 +98,15 @@ class Stats:
         if code == VERIFY_MISMATCH:
             if len(self.mismatches) < MISMATCH_SAMPLES:
                 self.mismatches.append(detail)
-        elif len(self.error_samples) < MISMATCH_SAMPLES:
-            self.error_samples.append(f"{code}: {detail}")
+        else:
+            self._sample(f"{code}: {detail}")
+
+    def _sample(self, sample: str) -> None:
+        code = sample.partition(":")[0]
+        if len(self.error_samples) < MISMATCH_SAMPLES and (
+            sum(1 for kept in self.error_samples if kept.partition(":")[0] == code) < SAMPLES_PER_CODE
+        ):
+            self.error_samples.append(sample)
 
     def observe(self, metric: str, seconds: float) -> None:
         self.latency[metric].add(seconds)
@@ -119,7 +127,8 @@ class Stats:
         for key, samples in other.latency.items():
             self.latency.setdefault(key, Samples()).merge(samples)
         self.mismatches.extend(other.mismatches[: max(0, MISMATCH_SAMPLES - len(self.mismatches))])
-        self.error_samples.extend(other.error_samples[: max(0, MISMATCH_SAMPLES - len(self.error_samples))])
+        for sample in other.error_samples:
+            self._sample(sample)
         self.elapsed = max(self.elapsed, other.elapsed)
         self.cpu.extend(other.cpu)
 
@@ -213,8 +222,12 @@ class Stats:
             lines.append("  errors: none")
         for sample in data["mismatch_samples"][:5]:
             lines.append(f"    mismatch: {sample[:300]}")
-        for sample in data["error_samples"][:5]:
-            lines.append(f"    error: {sample[:300]}")
+        shown: set[str] = set()
+        for sample in data["error_samples"]:  # the first of each code
+            code = sample.partition(":")[0]
+            if code not in shown:
+                shown.add(code)
+                lines.append(f"    error: {sample[:300]}")
         return "\n".join(lines)
 
 

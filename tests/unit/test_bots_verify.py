@@ -461,3 +461,64 @@ async def test_a_step_whose_command_never_went_out_is_acted_on_after_the_reconne
     await bot.on_frame(question)  # the view after the reconnect
 
     assert acted == [0]
+
+
+def _recording(bot: Bot) -> list[int]:
+    acted: list[int] = []
+
+    async def acts(rnd: Round, qid: str, step: int, index: int, previous: int) -> None:
+        acted.append(step)
+
+    bot.act = acts  # type: ignore[method-assign]
+    return acted
+
+
+async def test_after_a_churn_that_could_not_reconnect_the_view_elsewhere_is_acted_on() -> None:
+    # The churn's broker died: the churn gave up (its step given back, its expected view
+    # left behind), and the bot reconnected through another broker. That view must be acted
+    # on, not only checked (it once was only checked, and the questionnaire waited).
+    plan = _plan()
+    session, bot, _ = _two_bots(plan)
+    question = _Frames(plan).view()
+    bot.expect_view = ("qn-1", 0, 0, None)
+    acted = _recording(bot)
+
+    await bot.joined(question)
+
+    assert acted == [0]
+    assert _mismatches(session) == []
+
+
+@pytest.mark.parametrize("saved", [True, False])
+async def test_a_draft_whose_echo_was_lost_with_the_connection_is_taken_as_the_view_shows_it(saved: bool) -> None:
+    plan = _plan()  # its first question has a draft to send
+    session, bot, _ = _two_bots(plan)
+    pick = plan.drafts[0]
+    assert pick is not None
+    play = _Frames(plan)
+    if saved:
+        play.apply(machine.Draft("qn-1", 0, pick.sent_ids, pick.sent_other))
+    bot.draft_in_doubt = ("qn-1", 0, pick.expected)
+    acted = _recording(bot)
+
+    await bot.joined(play.view())
+
+    assert session.round is not None
+    assert session.round.expect.draft == (pick.expected if saved else None)
+    assert acted == [0]
+    assert _mismatches(session) == []
+
+
+async def test_a_draft_in_doubt_does_not_excuse_another_draft_in_the_view() -> None:
+    plan = _plan()
+    session, bot, _ = _two_bots(plan)
+    pick = plan.drafts[0]
+    assert pick is not None
+    play = _Frames(plan)
+    play.apply(machine.Draft("qn-1", 0, pick.sent_ids[:1], None))  # not what the bot sent
+    bot.draft_in_doubt = ("qn-1", 0, pick.expected)
+    _recording(bot)
+
+    await bot.joined(play.view())
+
+    assert len(_mismatches(session)) == 1
