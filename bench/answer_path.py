@@ -47,7 +47,7 @@ sys.path.insert(0, str(BENCH.parent))
 
 import run as bench  # noqa: E402 - bench/run.py: its process helpers
 
-from clients.bots_stats import percentile  # noqa: E402
+from clients.bots.stats import percentile  # noqa: E402
 
 # (label, module, class or None, function) in the order an answer passes them.
 POINTS = [
@@ -67,7 +67,7 @@ def install_probes(dump_to: Path) -> None:
     import asyncio
     import importlib
 
-    from broker import machine
+    from broker.core import machine
 
     clock = time.perf_counter_ns
     stamps: dict[str, int] = {}
@@ -145,7 +145,7 @@ def _store_class() -> type[Any]:
 
 def serve(port: int, dump_to: Path) -> None:
     install_probes(dump_to)
-    from broker.cli import main
+    from qbroker.cli import main
 
     sys.argv = ["qbroker", "serve", "--host", "127.0.0.1", "--port", str(port)]
     main()
@@ -217,7 +217,7 @@ def main() -> int:
         if args.store == "redis":  # the agent's calls go to a second broker, as in the bench
             processes.append(
                 subprocess.Popen(
-                    [bench.PY, "-m", "broker.cli", "serve", "--host", "127.0.0.1", "--port", str(agent_port)],
+                    [bench.PY, "-m", "qbroker.cli", "serve", "--host", "127.0.0.1", "--port", str(agent_port)],
                     env=env,
                     cwd=bench.REPO,
                     stdout=subprocess.DEVNULL,
@@ -232,7 +232,7 @@ def main() -> int:
                     return 1
             time.sleep(0.5)
             bots = subprocess.run(
-                [bench.PY, "-m", "broker.cli", "bots", "--url", ",".join(urls), "--sessions", "1"]
+                [bench.PY, "-m", "qbroker.cli", "bots", "--url", ",".join(urls), "--sessions", "1"]
                 + ["--count", str(args.count), "--think-time", "0", "--questions", "3", "--json"],
                 env=env,
                 cwd=bench.REPO,

@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from broker import ws  # noqa: E402
 from broker.auth import mint_token  # noqa: E402
 from broker.config import Config  # noqa: E402
-from broker.model import StartInput, parse_tool_input  # noqa: E402
+from broker.core.model import StartInput, parse_tool_input  # noqa: E402
 from broker.service import Broker  # noqa: E402
 from broker.store.memory import MemoryStore  # noqa: E402
 

@@ -23,7 +23,7 @@ Both sides run on uvloop (as qbroker's bots do) with compression off (as the bot
 The payload is the size of a typical ``question`` frame, so framing costs are comparable.
 
 ``--redis-write`` makes the echo server store every message in Redis (one script call through
-the broker's own pipelined connection, ``broker.store.redis_wire``) before echoing it: the
+the broker's own pipelined connection, ``broker.speedups.redis_wire``) before echoing it: the
 least any broker that commits an answer before showing the next question can do on this
 machine, with no parsing, no state and no fan-out.
 """
@@ -103,7 +103,7 @@ async def ws_server(port: int, redis_url: str | None = None) -> None:
     write: Any = None
     if redis_url:
         sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-        from broker.store.redis_wire import RedisWire
+        from broker.speedups.redis_wire import RedisWire
 
         wire = RedisWire.from_url(redis_url, connect_timeout=2.0, timeout=5.0)
         assert wire is not None

@@ -201,7 +201,7 @@ def brokers(
                 log = Path(tmp) / f"broker-{i}.log"
                 with open(log, "wb") as out:
                     process = subprocess.Popen(
-                        [*(wrap(i) if wrap else []), PY, "-m", "broker.cli", "serve", "--host", "127.0.0.1"]
+                        [*(wrap(i) if wrap else []), PY, "-m", "qbroker.cli", "serve", "--host", "127.0.0.1"]
                         + ["--port", str(port)],
                         env=env,
                         cwd=REPO,
@@ -303,7 +303,7 @@ class LoadResult:
 
 def run_bots(urls: list[str], pids: list[int], args: list[str], timeout: float) -> LoadResult:
     """Run ``qbroker bots`` while sampling the brokers' CPU and the bots' progress."""
-    command = [PY, "-m", "broker.cli", "bots", "--url", ",".join(urls), "--json", "--progress", *args]
+    command = [PY, "-m", "qbroker.cli", "bots", "--url", ",".join(urls), "--json", "--progress", *args]
     samples: list[tuple[float, list[float], tuple[float, float, float]]] = []
     progress: list[tuple[float, int]] = []
     done = threading.Event()

@@ -24,7 +24,6 @@ from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store, StoreUnavailable
 
-WEB_DIR = Path(__file__).resolve().parent.parent / "clients" / "web"
 OPENAPI_DOCUMENT = build_openapi()
 
 
@@ -104,8 +103,11 @@ class BrokerApp:
         await send({"type": "lifespan.shutdown.complete"})
 
 
-def create_app(config: Config, store: Store | None = None) -> BrokerApp:
-    """``config.secret`` must be set (``serve`` resolves the generated one first)."""
+def create_app(config: Config, store: Store | None = None, web_dir: Path | None = None) -> BrokerApp:
+    """``config.secret`` must be set (``serve`` resolves the generated one first).
+
+    ``web_dir``: the browser page's files, served at ``/`` (None: no page). The broker does
+    not know its clients; the ``qbroker`` command hands it the page (``qbroker.cli``)."""
     broker = Broker(
         config,
         store
@@ -125,8 +127,8 @@ def create_app(config: Config, store: Store | None = None) -> BrokerApp:
         Route("/metrics", metrics),
         Route("/openapi.json", openapi),
     ]
-    if WEB_DIR.is_dir():
-        routes.append(Mount("/", StaticFiles(directory=WEB_DIR, html=True), name="web"))
+    if web_dir is not None:
+        routes.append(Mount("/", StaticFiles(directory=web_dir, html=True), name="web"))
     web = Starlette(routes=routes)
     web.state.broker = broker
     return BrokerApp(broker, web)

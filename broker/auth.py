@@ -18,7 +18,7 @@ from typing import Any, Literal
 import jwt
 import msgspec
 
-from broker.errors import BrokerError
+from broker.core.errors import BrokerError
 
 Role = Literal["agent", "client"]
 ROLES: tuple[Role, ...] = ("agent", "client")

@@ -18,8 +18,8 @@ import orjson
 from starlette.types import Receive, Scope, Send
 
 from broker.auth import Claims, valid_session_id, verify_token
-from broker.errors import BrokerError, invalid
-from broker.model import ResumeInput, StartInput, parse_tool_input
+from broker.core.errors import BrokerError, invalid
+from broker.core.model import ResumeInput, StartInput, parse_tool_input
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 

@@ -1,6 +1,6 @@
 """The agent API as an OpenAPI 3.1 document, served at ``GET /openapi.json``.
 
-Built from the same limits the validator enforces (broker.model), so the document cannot
+Built from the same limits the validator enforces (broker.core.model), so the document cannot
 drift from them. It describes the wire contract of docs/protocol.md: the request bodies
 (the questionnaire tool's input), every status each operation can answer and the shape of
 each body. CI runs schemathesis against a live broker with it (tests/integration/
@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from broker.model import (
+from broker.core.model import (
     MAX_CLARIFICATION,
     MAX_DESCRIPTION,
     MAX_ID,

@@ -77,7 +77,7 @@ class _Server(uvicorn.Server):
 
 def run(args: argparse.Namespace) -> int:
     from broker.app import create_app
-    from broker.http_protocol import CoalescingHttpProtocol
+    from broker.speedups.http_protocol import CoalescingHttpProtocol
     from broker.ws import protocol_for
 
     config = Config.from_env(
@@ -106,7 +106,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     config = replace(config, secret=secret)
-    app = create_app(config)
+    app = create_app(config, web_dir=getattr(args, "web_dir", None))
     uv_config = uvicorn.Config(
         app,
         host=config.host,
@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
         log_config=None,
         access_log=False,
         proxy_headers=False,  # nothing reads the client address: skip the per-request rewrite
-        http=CoalescingHttpProtocol,  # a response in one write, not two (broker/http_protocol.py)
+        http=CoalescingHttpProtocol,  # a response in one write, not two (broker/speedups/http_protocol.py)
         ws=protocol_for(app.state.broker),  # serves the client websocket itself (broker/ws.py)
         ws_max_size=config.max_frame_bytes,
         # No permessage-deflate: frames are small (a question is well under 1 KiB), and

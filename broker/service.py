@@ -30,13 +30,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
-from broker import availability, frames, machine, results
 from broker.config import Config
-from broker.errors import BrokerError, invalid
-from broker.frames import Codec
-from broker.machine import Command, Questionnaire
+from broker.core import availability, frames, machine, results
+from broker.core.errors import BrokerError, invalid
+from broker.core.frames import Codec
+from broker.core.machine import Command, Questionnaire
+from broker.core.model import Question, ResumeInput
 from broker.metrics import Metrics
-from broker.model import Question, ResumeInput
 from broker.store.base import Head, Notice, Store, StoreUnavailable, Written
 
 log = logging.getLogger("qbroker.service")

@@ -13,9 +13,9 @@ frames to the client are written to the transport at once. Why not the ASGI rout
 
 The work a frame sets off (the hello's join, a command) takes the frames in arrival order.
 It starts at once, in the read callback, and a task takes over only when it has to wait
-(broker/eager.py): on the memory store never, on Redis from the commit's round trip (where
+(broker/speedups/eager.py): on the memory store never, on Redis from the commit's round trip (where
 redis-py carries the commands, a task from the start). A whole data frame that arrives
-alone is read without websockets' parser (broker/ws_frames.py). A client whose socket stops
+alone is read without websockets' parser (broker/speedups/ws_frames.py). A client whose socket stops
 draining gets its frames queued, up to a bound, and is then disconnected (it reconnects and
 gets the current state), so a slow client never holds up the fan-out to others. Every other
 websocket path goes to the ASGI app as usual (which refuses it).
@@ -38,15 +38,15 @@ from websockets.datastructures import Headers
 from websockets.http11 import Request
 from websockets.protocol import State
 
-from broker import frames
 from broker.auth import valid_session_id, verify_token
-from broker.eager import Resuming, eagerly
-from broker.errors import BrokerError
-from broker.frames import Codec
+from broker.core import frames
+from broker.core.errors import BrokerError
+from broker.core.frames import Codec
+from broker.core.status import CloseCode
 from broker.service import Broker, Encoded
-from broker.status import CloseCode
+from broker.speedups.eager import Resuming, eagerly
+from broker.speedups.ws_frames import readable, server_frame, whole_data_frame
 from broker.store.base import StoreUnavailable
-from broker.ws_frames import readable, server_frame, whole_data_frame
 
 log = logging.getLogger("qbroker.ws")
 

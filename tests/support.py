@@ -146,7 +146,7 @@ class BrokerProcess:
             [
                 sys.executable,
                 "-m",
-                "broker.cli",
+                "qbroker.cli",
                 "serve",
                 "--host",
                 "127.0.0.1",

@@ -28,7 +28,7 @@ from typing import Any
 
 import msgspec
 
-from broker.machine import Questionnaire
+from broker.core.machine import Questionnaire
 
 # Notices carry the written state only up to this size (packed): a questionnaire near the
 # input limit would otherwise cost every subscriber a megabyte per toggle. Larger states
@@ -140,7 +140,7 @@ class Store(abc.ABC):
 
     retention: float
     # No call needs a current task (as asyncio.timeout does) before its first wait: a
-    # client's frame may then start at once, in the read callback (broker/eager.py).
+    # client's frame may then start at once, in the read callback (broker/speedups/eager.py).
     eager_safe: bool = False
 
     # --- questionnaires --------------------------------------------------------------

@@ -18,8 +18,8 @@ import time
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from broker.eager import eagerly
-from broker.machine import Questionnaire
+from broker.core.machine import Questionnaire
+from broker.speedups.eager import eagerly
 from broker.store.base import (
     Head,
     Notice,

@@ -21,8 +21,8 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
-from broker.machine import Questionnaire
-from broker.model import Question
+from broker.core.machine import Questionnaire
+from broker.core.model import Question
 
 KNOWN_QUESTIONNAIRES: Final = 1024  # questionnaires whose questions a process keeps
 

@@ -82,7 +82,8 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 from redis.utils import HIREDIS_AVAILABLE
 
-from broker.machine import Questionnaire
+from broker.core.machine import Questionnaire
+from broker.speedups.redis_wire import NoticeConnection, RedisWire
 from broker.store.base import (
     NOTICE_STATE_LIMIT,
     Head,
@@ -96,7 +97,6 @@ from broker.store.base import (
     Written,
 )
 from broker.store.records import Records, from_msgpack, to_msgpack
-from broker.store.redis_wire import NoticeConnection, RedisWire
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
 # may wait for a free one before the store counts as unavailable.

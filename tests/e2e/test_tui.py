@@ -23,7 +23,7 @@ from typing import Any
 import httpx
 import pytest
 
-from clients.tui_text import cells
+from clients.tui.text import cells
 from tests.support import REPO_ROOT, BrokerProcess, broker, need, redis_server, token, wait_until
 
 WIDTH, HEIGHT = 80, 24
@@ -176,7 +176,7 @@ def tui_argv(process: BrokerProcess, sid: str, client_token: str | None = None) 
     return [
         sys.executable,
         "-m",
-        "broker.cli",
+        "qbroker.cli",
         "tui",
         "--url",
         process.url,

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from clients.agent import (
+from clients.agent.sdk import (
     AsyncQBrokerClient,
     Clarification,
     ForbiddenError,

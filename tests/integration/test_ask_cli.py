@@ -40,7 +40,7 @@ class Done:
 
 
 class Command:
-    """A running ``python -m broker.cli ...``; ``stderr_line`` waits for progress output."""
+    """A running ``python -m qbroker ...``; ``stderr_line`` waits for progress output."""
 
     def __init__(self, process: asyncio.subprocess.Process) -> None:
         self.process = process
@@ -77,7 +77,7 @@ async def qbroker(live: BrokerProcess, sid: str, *args: str, stdin: bytes | None
     process = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
-        "broker.cli",
+        "qbroker.cli",
         *args,
         "--url",
         live.url,

@@ -34,7 +34,7 @@ def bots_env(**settings: str) -> dict[str, str]:
 
 def run_bots(*args: str, timeout: float = 120.0) -> tuple[int, dict[str, Any], str]:
     done = subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bots", "--json", "--seed", "42", *args],
+        [sys.executable, "-m", "qbroker.cli", "bots", "--json", "--seed", "42", *args],
         capture_output=True,
         text=True,
         timeout=timeout,
@@ -182,7 +182,7 @@ def test_brokers_that_share_no_store_are_named_as_the_likely_cause() -> None:
 
 def _bots_process(*args: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [sys.executable, "-m", "broker.cli", "bots", "--json", "--progress", *args],
+        [sys.executable, "-m", "qbroker.cli", "bots", "--json", "--progress", *args],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -273,7 +273,7 @@ def test_bots_stop_at_once_when_no_broker_answers() -> None:
 def _bots_without_secret(data_dir: str, *args: str) -> subprocess.CompletedProcess[str]:
     """``qbroker bots`` with no secret given: no --secret, no QBROKER_SECRET."""
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", "bots", *args],
+        [sys.executable, "-m", "qbroker.cli", "bots", *args],
         capture_output=True,
         text=True,
         timeout=120,
@@ -294,7 +294,7 @@ def test_bots_with_another_secret_stop_before_any_load(tmp_path: Path) -> None:
     try:
         began = time.monotonic()
         done = subprocess.run(
-            [sys.executable, "-m", "broker.cli", "bots", "--url", process.url, "--count", "2"]
+            [sys.executable, "-m", "qbroker.cli", "bots", "--url", process.url, "--count", "2"]
             + ["--secret", "not-the-brokers-secret-not-the-brokers"],
             capture_output=True,
             text=True,

@@ -27,11 +27,11 @@ from websockets.asyncio.client import ClientConnection
 from websockets.frames import Close, Frame, Opcode
 from websockets.typing import Subprotocol
 
-from broker import machine
 from broker.app import create_app
 from broker.auth import mint_token
 from broker.config import Config
-from broker.model import StartInput, parse_tool_input
+from broker.core import machine
+from broker.core.model import StartInput, parse_tool_input
 from broker.service import Broker
 from broker.store.memory import MemoryStore
 from broker.ws import ClientSocket, protocol_for

@@ -513,7 +513,7 @@ CHAOS_TOLERATED = ("close_", "connect_error", "http_", "closed_by_broker")
 
 def _bots_command(urls: list[str], count: int) -> list[str]:
     return [
-        sys.executable, "-m", "broker.cli", "bots", "--json", "--seed", "1234",
+        sys.executable, "-m", "qbroker.cli", "bots", "--json", "--seed", "1234",
         "--url", ",".join(urls),
         "--count", str(count),
         "--sessions", "12",

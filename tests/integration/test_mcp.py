@@ -43,7 +43,7 @@ async def mcp_session(live: BrokerProcess, sid: str, *extra: str) -> AsyncIterat
     env["PYTHONPATH"] = str(REPO_ROOT)
     params = StdioServerParameters(
         command=sys.executable,
-        args=["-m", "broker.cli", "mcp", "--url", live.url, "--session", sid, "--token", token(sid, "agent"), *extra],
+        args=["-m", "qbroker.cli", "mcp", "--url", live.url, "--session", sid, "--token", token(sid, "agent"), *extra],
         env=env,
         cwd=str(REPO_ROOT),
     )
@@ -240,7 +240,7 @@ def test_a_host_that_closes_our_stdout_mid_call_ends_the_server_quietly(live: Br
         [
             sys.executable,
             "-m",
-            "broker.cli",
+            "qbroker.cli",
             "mcp",
             "--url",
             live.url,

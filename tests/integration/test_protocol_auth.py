@@ -140,7 +140,7 @@ async def test_client_token_for_every_session_is_refused(deployment: Deployment,
 
 def qbroker(*args: str, env: dict[str, str], timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", *args],
+        [sys.executable, "-m", "qbroker.cli", *args],
         env=env,
         cwd=str(REPO_ROOT),
         capture_output=True,

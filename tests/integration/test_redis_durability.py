@@ -19,7 +19,7 @@ import httpx
 import pytest
 import redis
 
-from broker import machine
+from broker.core import machine
 from broker.store.base import StoreUnavailable
 from broker.store.redis import RedisStore
 from tests.integration.test_store_contract import Listener, advanced, new_questionnaire, new_session

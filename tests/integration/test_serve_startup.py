@@ -28,7 +28,7 @@ def serve(data_dir: str, *args: str, timeout: float = 30.0) -> subprocess.Comple
     env = broker_env(data_dir)
     del env["QBROKER_SECRET"]  # the case with the most to print: the generated secret's tokens
     return subprocess.run(
-        [sys.executable, "-m", "broker.cli", "serve", "--host", "127.0.0.1", *args],
+        [sys.executable, "-m", "qbroker.cli", "serve", "--host", "127.0.0.1", *args],
         env=env,
         cwd=str(REPO_ROOT),
         capture_output=True,

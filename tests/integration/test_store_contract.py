@@ -27,9 +27,9 @@ from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
 from redis.typing import EncodableT
 
-from broker import machine
-from broker.machine import Questionnaire
-from broker.model import Question, StartInput, parse_tool_input
+from broker.core import machine
+from broker.core.machine import Questionnaire
+from broker.core.model import Question, StartInput, parse_tool_input
 from broker.store import redis as redis_store_module
 from broker.store.base import Head, Notice, Presence, Store, StoreUnavailable
 from broker.store.memory import MemoryStore

@@ -12,8 +12,8 @@ from typing import Any
 import msgspec
 import pytest
 
-from broker.errors import BrokerError
-from broker.machine import (
+from broker.core.errors import BrokerError
+from broker.core.machine import (
     AnswerQuestion,
     Cancel,
     Clarify,
@@ -24,7 +24,7 @@ from broker.machine import (
     apply,
     start,
 )
-from broker.model import StartInput, parse_tool_input
+from broker.core.model import StartInput, parse_tool_input
 
 QID = "qn-1"
 SID = "sess-1"

@@ -9,9 +9,9 @@ from typing import Any
 import httpx
 import pytest
 
-from broker.cli import main
-from clients import agent_cli
-from clients.agent import QBrokerClient
+from clients.agent import cli as agent_cli
+from clients.agent.sdk import QBrokerClient
+from qbroker.cli import main
 from tests.unit.test_agent_sdk import QID, error, pending, tool_result
 
 ARGS = ["--url", "http://broker.test", "--session", "s", "--token", "t"]
@@ -145,7 +145,7 @@ def test_help_lists_the_exit_codes_and_examples(capsys: pytest.CaptureFixture[st
 
 
 def test_mcp_print_tool_prints_the_exact_tool_definition(capsys: pytest.CaptureFixture[str]) -> None:
-    from clients.mcp import INPUT_SCHEMA, TOOL_DESCRIPTION
+    from clients.mcp.server import INPUT_SCHEMA, TOOL_DESCRIPTION
 
     assert main(["mcp", "--print-tool"]) == 0
     tool = json.loads(capsys.readouterr().out)

@@ -11,7 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from clients.agent import (
+from clients.agent.sdk import (
     AsyncQBrokerClient,
     Clarification,
     InvalidArguments,
@@ -252,7 +252,7 @@ def test_backoff_grows_exponentially_and_honours_retry_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("clients.agent.time.sleep", slept.append)
+    monkeypatch.setattr("clients.agent.sdk.time.sleep", slept.append)
     script = Script(
         httpx.ConnectError("a"),
         httpx.ConnectError("b"),

@@ -10,7 +10,7 @@ import jwt
 import pytest
 
 from broker.auth import mint_token, parse_ttl, verify_token
-from broker.errors import BrokerError
+from broker.core.errors import BrokerError
 
 SECRET = "a-secret-of-at-least-thirty-two-bytes!"
 
@@ -34,7 +34,7 @@ def test_a_token_of_the_other_role_is_refused_in_plain_words(minted: str, used_a
 def token_command(
     args: list[str], capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch, secret: str | None = None
 ) -> tuple[int, str, str]:
-    from broker.cli import main
+    from qbroker.cli import main
 
     monkeypatch.delenv("QBROKER_SECRET", raising=False)
     if secret is not None:
@@ -141,7 +141,7 @@ def test_a_bad_ttl_is_refused_in_one_line(
 
 
 def test_the_help_names_the_default_and_never(capsys: pytest.CaptureFixture[str]) -> None:
-    from broker.cli import main
+    from qbroker.cli import main
 
     with pytest.raises(SystemExit):
         main(["token", "--help"])

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from broker.availability import Deadline, deadline, expired
-from broker.machine import Questionnaire
+from broker.core.availability import Deadline, deadline, expired
+from broker.core.machine import Questionnaire
 from tests.unit.core_samples import T0, answer, cancel, clarify, new_questionnaire, resume
 
 WAIT = 5.0

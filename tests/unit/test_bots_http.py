@@ -10,7 +10,7 @@ from contextlib import asynccontextmanager
 
 import pytest
 
-from clients.bots_http import AgentHTTP, ConnectError, ReadError, TimeoutError_
+from clients.bots.http import AgentHTTP, ConnectError, ReadError, TimeoutError_
 
 Reply = Callable[[bytes], bytes | None]  # request bytes -> raw reply (None: say nothing)
 CLOSE = b"<close without a reply>"

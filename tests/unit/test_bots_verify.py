@@ -24,12 +24,12 @@ import orjson
 import pytest
 from websockets.exceptions import ConnectionClosed
 
-from broker import frames, machine, results
-from broker.model import parse_tool_input
-from clients.bots import check_url, parse_think, probe_brokers, split_urls, token_refusal
-from clients.bots_plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
-from clients.bots_run import Bot, LoadRun, Options, Round, Session
-from clients.bots_stats import Samples, Stats, percentile
+from broker.core import frames, machine, results
+from broker.core.model import parse_tool_input
+from clients.bots.cli import check_url, parse_think, probe_brokers, split_urls, token_refusal
+from clients.bots.plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
+from clients.bots.run import Bot, LoadRun, Options, Round, Session
+from clients.bots.stats import Samples, Stats, percentile
 from tests.support import need
 
 NOW = 1_700_000_000.0
@@ -334,7 +334,7 @@ def test_stats_merge_across_processes_through_plain_dicts() -> None:
 
 
 def test_samples_keep_an_exact_maximum_beyond_the_cap(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr("clients.bots_stats.SAMPLE_CAP", 10)
+    monkeypatch.setattr("clients.bots.stats.SAMPLE_CAP", 10)
     samples = Samples()
     rng = random.Random(1)
     for i in range(1000):

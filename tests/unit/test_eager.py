@@ -1,4 +1,4 @@
-"""broker/eager.py: a coroutine runs at once; a task takes over only when it waits, except on a Resumable."""
+"""broker/speedups/eager.py: a coroutine runs at once; a task takes over only when it waits, except on a Resumable."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from broker.eager import Resumable, Resuming, eagerly
+from broker.speedups.eager import Resumable, Resuming, eagerly
 
 
 async def test_a_coroutine_that_never_waits_runs_to_its_end_at_once_with_no_task() -> None:

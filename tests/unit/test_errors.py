@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.errors import HTTP_STATUS, BrokerError, invalid
+from broker.core.errors import HTTP_STATUS, BrokerError, invalid
 
 
 @pytest.mark.parametrize(

@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.errors import BrokerError
-from broker.frames import (
+from broker.core.errors import BrokerError
+from broker.core.frames import (
     JSON_SUBPROTOCOL,
     MSGPACK_SUBPROTOCOL,
     PROTOCOL_VERSION,
@@ -33,7 +33,7 @@ from broker.frames import (
     view,
     welcome,
 )
-from broker.machine import (
+from broker.core.machine import (
     Abort,
     AnswerQuestion,
     Cancel,

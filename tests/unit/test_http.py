@@ -114,7 +114,7 @@ async def test_a_streamed_body_over_the_limit_is_413_without_reading_it_all(app:
 async def test_an_input_at_every_limit_is_taken_even_with_every_character_escaped(app: BrokerApp) -> None:
     """The limits count characters: 20 questions of 50 options, every text at its limit and
     every character an emoji that json.dumps escapes to 12 bytes, is a valid call of ~10.5 MB."""
-    from broker import model
+    from broker.core import model
 
     def text(limit: int, tag: str) -> str:
         return tag + "😀" * (limit - len(tag))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from broker.http_protocol import HeldHead
+from broker.speedups.http_protocol import HeldHead
 
 
 class Recorder:

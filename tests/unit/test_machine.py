@@ -12,8 +12,8 @@ import msgpack
 import msgspec
 import pytest
 
-from broker.errors import BrokerError
-from broker.machine import (
+from broker.core.errors import BrokerError
+from broker.core.machine import (
     Abort,
     Answer,
     AnswerQuestion,
@@ -29,7 +29,7 @@ from broker.machine import (
     apply,
     start,
 )
-from broker.model import MAX_CLARIFICATION, MAX_OTHER, ResumeInput, parse_tool_input
+from broker.core.model import MAX_CLARIFICATION, MAX_OTHER, ResumeInput, parse_tool_input
 from tests.unit.core_samples import (
     QID,
     SID,

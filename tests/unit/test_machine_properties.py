@@ -21,8 +21,8 @@ import pytest
 from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
-from broker.errors import BrokerError
-from broker.machine import (
+from broker.core.errors import BrokerError
+from broker.core.machine import (
     Abort,
     AnswerQuestion,
     Cancel,
@@ -36,7 +36,7 @@ from broker.machine import (
     apply,
     start,
 )
-from broker.model import MAX_CLARIFICATION, MAX_OTHER, Question, StartInput, parse_tool_input
+from broker.core.model import MAX_CLARIFICATION, MAX_OTHER, Question, StartInput, parse_tool_input
 
 # A failing example's report makes hypothesis touch mypy_extensions.TypedDict, whose
 # DeprecationWarning (an error under filterwarnings=error) would hide the report.

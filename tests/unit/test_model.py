@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from broker.errors import BrokerError
-from broker.model import (
+from broker.core.errors import BrokerError
+from broker.core.model import (
     MAX_CLARIFICATION,
     MAX_DESCRIPTION,
     MAX_ID,
@@ -556,7 +556,7 @@ def test_the_usual_options_one_pass_takes_exactly_what_the_full_checks_take(afte
     """``_parse_options`` takes a plain option in one pass and hands any other to
     ``_parse_option``: for every mix of good and bad fields (and an option id already used),
     the result, or the refusal's sentence, is the one the full checks give."""
-    from broker.model import _parse_option, _parse_options
+    from broker.core.model import _parse_option, _parse_options
 
     def full_checks(raw: list[Any]) -> tuple[Option, ...]:
         seen: set[str] = set()

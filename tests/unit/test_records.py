@@ -8,7 +8,7 @@ import msgpack
 import msgspec
 import pytest
 
-from broker.machine import Questionnaire
+from broker.core.machine import Questionnaire
 from broker.store import records as records_module
 from broker.store.records import Records, from_msgpack, to_msgpack
 from tests.unit.core_samples import answer, cancel, clarify, draft, multi, new_questionnaire, resume, single

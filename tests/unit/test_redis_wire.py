@@ -17,8 +17,8 @@ import hiredis
 import pytest
 from redis import exceptions as redis_errors
 
-from broker.eager import Resuming, eagerly
-from broker.store.redis_wire import NoticeConnection, RedisWire
+from broker.speedups.eager import Resuming, eagerly
+from broker.speedups.redis_wire import NoticeConnection, RedisWire
 
 BOUND = 5.0  # seconds any one await here may take before the test fails rather than hangs
 
@@ -174,7 +174,7 @@ async def test_concurrent_callers_each_get_their_own_reply_over_one_connection(
 
 
 async def test_a_caller_without_a_task_connects_and_gets_its_reply(server: FakeRedis, wires: list[RedisWire]) -> None:
-    """A client's frame runs eagerly (broker/eager.py), in the socket's read callback: no
+    """A client's frame runs eagerly (broker/speedups/eager.py), in the socket's read callback: no
     current task. Its first command must still be able to open the connection, whose
     connect timeout needs a task."""
     wire = kept(wires, server.wire())

@@ -7,8 +7,8 @@ from collections.abc import Callable
 
 import pytest
 
-from broker.machine import Abort, MarkUnavailable, Questionnaire, apply
-from broker.results import DETAILS_VERSION, MARKERS, details, pending, result_text, tool_result
+from broker.core.machine import Abort, MarkUnavailable, Questionnaire, apply
+from broker.core.results import DETAILS_VERSION, MARKERS, details, pending, result_text, tool_result
 from tests.unit.core_samples import (
     QID,
     SID,

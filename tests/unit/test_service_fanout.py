@@ -19,11 +19,11 @@ from typing import Any
 import msgspec
 import pytest
 
-from broker import frames, machine
 from broker.config import Config
-from broker.errors import BrokerError
-from broker.machine import Questionnaire
-from broker.model import Question, StartInput, parse_tool_input
+from broker.core import frames, machine
+from broker.core.errors import BrokerError
+from broker.core.machine import Questionnaire
+from broker.core.model import Question, StartInput, parse_tool_input
 from broker.service import EVERY_WRITE, OUTCOMES_ONLY, Broker, Encoded, SessionHub, Wake, _watch
 from broker.store.base import Head, Notice, Presence
 from broker.store.memory import MemoryStore

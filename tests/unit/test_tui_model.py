@@ -7,8 +7,8 @@ from typing import Any, cast
 
 import pytest
 
-from clients import tui
-from clients.tui_model import (
+from clients.tui import app as tui
+from clients.tui.model import (
     CLARIFY_LIMIT,
     OTHER_LIMIT,
     Mode,
@@ -19,7 +19,7 @@ from clients.tui_model import (
     validate_session,
     websocket_url,
 )
-from clients.tui_text import cells
+from clients.tui.text import cells
 
 # --- fixtures ------------------------------------------------------------------------
 

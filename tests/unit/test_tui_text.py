@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from clients.tui_text import ELLIPSIS, cells, clean, cut, hard_wrap, pad, truncate, wrap
+from clients.tui.text import ELLIPSIS, cells, clean, cut, hard_wrap, pad, truncate, wrap
 
 
 def test_cells_counts_wide_characters_twice() -> None:

@@ -16,9 +16,9 @@ from typing import Any
 from broker import ws
 from broker.auth import mint_token
 from broker.config import Config
-from broker.model import StartInput, parse_tool_input
+from broker.core.model import StartInput, parse_tool_input
+from broker.core.status import CloseCode
 from broker.service import Broker, Encoded
-from broker.status import CloseCode
 from broker.store.memory import MemoryStore
 
 SECRET = "unit-test-secret-unit-test-secret-0123"

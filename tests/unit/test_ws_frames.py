@@ -1,4 +1,4 @@
-"""broker/ws_frames.py: a frame read around websockets' parser is exactly one websockets would
+"""broker/speedups/ws_frames.py: a frame read around websockets' parser is exactly one websockets would
 have accepted and handed on unchanged; anything else is refused with websockets' state untouched.
 
 Three kinds of evidence: frames the fast path must read (each checked against what websockets
@@ -29,7 +29,7 @@ from websockets.protocol import Protocol, Side, State
 from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
-from broker.ws_frames import readable, server_frame, whole_data_frame
+from broker.speedups.ws_frames import readable, server_frame, whole_data_frame
 
 MAX_SIZE = 70_000  # room for the largest 16-bit-length frame (65535 bytes)
 

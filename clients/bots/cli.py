@@ -13,8 +13,8 @@ Exit status: 0 clean, 1 at least one verification mismatch (a lost or wrong answ
 2 other errors (timeouts, refused calls, dropped connections), 64 bad usage, 130 interrupted
 (Ctrl-C: no more questionnaires start, those in flight finish; a second Ctrl-C stops at once).
 
-The implementation lives in clients/bots_plan.py (questionnaires, answers, the verifier),
-clients/bots_run.py (bots and agent loops) and clients/bots_stats.py (figures and report).
+The implementation lives in clients/bots/plan.py (questionnaires, answers, the verifier),
+clients/bots/run.py (bots and agent loops) and clients/bots/stats.py (figures and report).
 """
 
 from __future__ import annotations
@@ -302,8 +302,8 @@ def check_url(url: str, allow_remote: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from clients.bots_plan import Rates, Shape
-    from clients.bots_run import Options
+    from clients.bots.plan import Rates, Shape
+    from clients.bots.run import Options
 
     urls = split_urls(args.url)
     for url in urls:
@@ -465,8 +465,8 @@ class _Progress:
 
 
 def _run_processes(options_for: Any, processes: int, show_progress: bool, args: argparse.Namespace) -> Any:
-    from clients.bots_run import run_load
-    from clients.bots_stats import Stats
+    from clients.bots.run import run_load
+    from clients.bots.stats import Stats
 
     progress = _Progress(show_progress)
     if processes == 1:
@@ -553,8 +553,8 @@ def _run_processes(options_for: Any, processes: int, show_progress: bool, args: 
 
 
 def _worker(index: int, opts: Any, shared: Any, results: Any) -> None:
-    from clients.bots_run import run_load
-    from clients.bots_stats import Stats
+    from clients.bots.run import run_load
+    from clients.bots.stats import Stats
 
     def tick(stats: Stats) -> None:
         shared[0] = stats.done

@@ -26,7 +26,7 @@ def add_url_and_session(parser: argparse.ArgumentParser, session_help: str, *, r
 
 
 def add_retries(parser: argparse.ArgumentParser) -> None:
-    from clients.agent import DEFAULT_RETRIES
+    from clients.agent.sdk import DEFAULT_RETRIES
 
     parser.add_argument(
         "--retries",

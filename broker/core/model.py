@@ -21,7 +21,7 @@ from typing import Any, Final, Generic, Literal, TypeVar
 
 import msgspec
 
-from broker.errors import invalid
+from broker.core.errors import invalid
 
 MAX_QUESTIONS: Final = 20
 MAX_OPTIONS: Final = 50

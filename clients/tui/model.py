@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from clients.tui_text import cells, clean, hard_wrap, truncate, wrap
+from clients.tui.text import cells, clean, hard_wrap, truncate, wrap
 
 Frame = dict[str, Any]
 Fragment = tuple[str, str]

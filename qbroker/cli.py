@@ -1,10 +1,10 @@
-"""``qbroker``: the one command-line entry point.
+"""``qbroker``: the one command-line entry point, and its table of subcommands.
 
-Each subcommand lives in the module that owns the concept (the broker's ``serve`` and
-``token`` here and in ``broker.server``; ``ask``/``resume`` in ``clients.agent``; ``tui`` in
-``clients.tui``; ``mcp`` in ``clients.mcp``; ``bots`` in ``clients.bots``). A subcommand
-module exposes ``configure(parser)`` to declare its flags and ``run(args) -> int`` to do
-the work; heavy imports happen inside ``run`` so that ``qbroker --help`` stays fast.
+Each subcommand lives in the module that owns the concept: ``serve`` in ``broker.server``,
+``token`` in ``broker.auth``, ``ask``/``resume`` in ``clients.agent.cli``, ``tui`` in
+``clients.tui.app``, ``mcp`` in ``clients.mcp.server``, ``bots`` in ``clients.bots.cli``. A
+subcommand module exposes ``configure(parser)`` to declare its flags and ``run(args) -> int``
+to do the work; heavy imports happen inside ``run`` so that ``qbroker --help`` stays fast.
 """
 
 from __future__ import annotations
@@ -15,15 +15,17 @@ import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from clients.web import ROOT as WEB_ROOT
+
 # name -> (module, one-line help). Order is the order shown by --help.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("broker.server", "run the broker (HTTP agent API, websocket clients, web page)"),
     "token": ("broker.auth", "mint a signed token for an agent or a client"),
-    "ask": ("clients.agent_cli", "start a questionnaire from a tool-input file and wait for the outcome"),
-    "resume": ("clients.agent_cli", "resume a questionnaire after a clarification request"),
-    "tui": ("clients.tui", "answer questionnaires in the terminal"),
-    "mcp": ("clients.mcp", "serve the questionnaire tool to an MCP host over stdio"),
-    "bots": ("clients.bots", "load-test a broker with scripted websocket bots"),
+    "ask": ("clients.agent.cli", "start a questionnaire from a tool-input file and wait for the outcome"),
+    "resume": ("clients.agent.cli", "resume a questionnaire after a clarification request"),
+    "tui": ("clients.tui.app", "answer questionnaires in the terminal"),
+    "mcp": ("clients.mcp.server", "serve the questionnaire tool to an MCP host over stdio"),
+    "bots": ("clients.bots.cli", "load-test a broker with scripted websocket bots"),
 }
 
 
@@ -43,17 +45,14 @@ def build_parser() -> argparse.ArgumentParser:
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
-        try:
-            module = importlib.import_module(module_name)
-        except ModuleNotFoundError as exc:  # a subcommand still being built
-            if exc.name != module_name:
-                raise
-            continue
+        module = importlib.import_module(module_name)
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         configure = getattr(module, f"configure_{name}", None) or module.configure
         configure(sub)
         run = getattr(module, f"run_{name}", None) or module.run
         sub.set_defaults(_run=run)
+    # The broker serves the browser page; it is handed the folder (it never imports clients/).
+    subparsers.choices["serve"].set_defaults(web_dir=WEB_ROOT)
     return parser
 
 

@@ -2,7 +2,7 @@
 
 Two clients with the same methods, one blocking and one ``async``::
 
-    from clients.agent import QBrokerClient
+    from clients.agent.sdk import QBrokerClient
 
     with QBrokerClient("http://127.0.0.1:8700", session="demo", token=AGENT_TOKEN) as qb:
         result = qb.start([{"id": "target", "prompt": "Where to?", "type": "single",

@@ -20,7 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
-from clients.broker_args import add_retries, add_url_and_session
+from clients.cli_args import add_retries, add_url_and_session
 
 EXIT_ERROR = 1
 
@@ -149,7 +149,7 @@ ClientFactory = Callable[..., Any]
 
 
 def _make_client(args: argparse.Namespace, **kw: Any) -> Any:
-    from clients.agent import QBrokerClient
+    from clients.agent.sdk import QBrokerClient
 
     return QBrokerClient(
         args.url,
@@ -231,7 +231,7 @@ def _run(
     """Run one SDK call; ``reattach`` tells, after a timeout, how to wait for the outcome
     again (default: the HTTP request that re-attaches); ``retry``, after the retries of a
     transient failure ran out, how to try again safely."""
-    from clients.agent import QBrokerError, QBrokerTimeout, ServiceUnavailable, TransportError, dumps_result
+    from clients.agent.sdk import QBrokerError, QBrokerTimeout, ServiceUnavailable, TransportError, dumps_result
 
     last: list[Any] = []
 

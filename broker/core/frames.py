@@ -16,8 +16,8 @@ import msgpack
 import msgspec
 import orjson
 
-from broker.errors import BrokerError
-from broker.machine import (
+from broker.core.errors import BrokerError
+from broker.core.machine import (
     AnswerQuestion,
     Cancel,
     Clarify,

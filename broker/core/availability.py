@@ -19,7 +19,7 @@ from typing import Literal
 
 import msgspec
 
-from broker.machine import Questionnaire
+from broker.core.machine import Questionnaire
 
 Reason = Literal["ui_unavailable", "ui_error"]
 

@@ -15,7 +15,7 @@ None in a protocol callback), so ``asyncio.timeout`` cannot be used there: run e
 code that does not need one (``Store.eager_safe`` says a store's calls qualify).
 
 A ``Resumable`` future carries that on past a wait: when a coroutine run eagerly waits on one
-(a Redis reply, broker/store/redis_wire.py), the callback that completes it goes on with
+(a Redis reply, broker/speedups/redis_wire.py), the callback that completes it goes on with
 the coroutine there and then, with no task. A task would take two loop turns (its first step,
 then its wakeup) before the answer's next question is even built: about a tenth of the
 broker's own time for an answer on Redis. At its first wait on anything else (a contended

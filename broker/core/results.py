@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from typing import Any, Final
 
-from broker.machine import Answer, Questionnaire
+from broker.core.machine import Answer, Questionnaire
 
 DETAILS_VERSION: Final = 1
 

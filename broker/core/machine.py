@@ -38,8 +38,8 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec.structs import replace
 
-from broker.errors import BrokerError
-from broker.model import MAX_CLARIFICATION, MAX_OTHER, Question, ResumeInput
+from broker.core.errors import BrokerError
+from broker.core.model import MAX_CLARIFICATION, MAX_OTHER, Question, ResumeInput
 
 Status = Literal["in_progress", "needs_clarification", "completed", "cancelled", "unavailable"]
 CancellationReason = Literal["user_cancelled", "aborted", "ui_unavailable", "ui_error"]

@@ -1,7 +1,7 @@
 """The load generator of ``qbroker bots``: sessions of websocket bots plus an agent loop each.
 
 One ``Session`` = one session id, ``bots`` websocket clients and one agent loop. The agent
-draws a ``Plan`` (clients/bots_plan.py), POSTs the start call and follows 202s; the bots play
+draws a ``Plan`` (clients/bots/plan.py), POSTs the start call and follows 202s; the bots play
 the plan question by question (think, sometimes drop and reconnect, clarify, cancel or
 answer). Bots and agent share the session's ``Round``, so the agent can check every result
 against exactly what the bots sent, and the bots can check every frame (question snapshot,
@@ -36,10 +36,10 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.typing import Subprotocol
 
 from broker.auth import mint_token
-from clients.bots_http import AgentHTTP
-from clients.bots_http import HTTPError as BotsHTTPError
-from clients.bots_plan import Expectation, Plan, Rates, Shape, make_plan, verify_result
-from clients.bots_stats import VERIFY_MISMATCH, Stats
+from clients.bots.http import AgentHTTP
+from clients.bots.http import HTTPError as BotsHTTPError
+from clients.bots.plan import Expectation, Plan, Rates, Shape, make_plan, verify_result
+from clients.bots.stats import VERIFY_MISMATCH, Stats
 
 SUBPROTOCOL = {"json": "qbroker.v1.json", "msgpack": "qbroker.v1.msgpack"}
 MAX_CONNECT_ATTEMPTS = 6
@@ -166,7 +166,7 @@ class Session:
 
     async def run_session(self, ready: Callable[[], None], go: asyncio.Event) -> None:
         # One small HTTP client per session (a shared pool of N connections costs O(N) per
-        # call in httpx). Plain http:// gets the lean client (clients/bots_http.py): the load
+        # call in httpx). Plain http:// gets the lean client (clients/bots/http.py): the load
         # generator must cost little next to the broker; https:// goes through httpx.
         if all(url.startswith("http://") for url in self.run.opts.urls):
             self.http = AgentHTTP(timeout=self.run.opts.wait + 15.0)

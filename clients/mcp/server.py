@@ -25,7 +25,7 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
-from clients.broker_args import add_retries, add_url_and_session
+from clients.cli_args import add_retries, add_url_and_session
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 TOOL_NAME: Final = "questionnaire"
 
 # The seed's limits, from the module that enforces them on the broker side: one source.
-from broker.model import (  # noqa: E402 - grouped with their comment
+from broker.core.model import (  # noqa: E402 - grouped with their comment
     MAX_CLARIFICATION,
     MAX_DESCRIPTION,
     MAX_ID,
@@ -211,7 +211,7 @@ def build_server(client: Any) -> Any:
     import mcp_types as types
     from mcp.server import Server
 
-    from clients.agent import QBrokerError, QBrokerTimeout, _thaw
+    from clients.agent.sdk import QBrokerError, QBrokerTimeout, _thaw
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[tool_definition()])
@@ -331,7 +331,7 @@ def run(args: argparse.Namespace) -> int:
 
     import anyio
 
-    from clients.agent import AsyncQBrokerClient
+    from clients.agent.sdk import AsyncQBrokerClient
 
     token = args.token or os.environ.get("QBROKER_TOKEN") or None
     if not token:

@@ -1,7 +1,7 @@
 """``qbroker tui``: answer a session's questionnaires in the terminal.
 
 A full-screen prompt_toolkit application over one websocket to the broker. All state,
-key handling and drawing live in ``clients.tui_model`` (pure, unit-tested); this module
+key handling and drawing live in ``clients.tui.model`` (pure, unit-tested); this module
 only wires it to a terminal and a socket:
 
 * ``Connection`` keeps one websocket open: hello, then every frame into the model; it
@@ -27,8 +27,8 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from clients.broker_args import add_url_and_session
-from clients.tui_model import (
+from clients.cli_args import add_url_and_session
+from clients.tui.model import (
     FATAL_CLOSE_CODES,
     TuiModel,
     backoff_delay,

@@ -49,7 +49,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
-from broker.eager import Resumable
+from broker.speedups.eager import Resumable
 
 _P = TypeVar("_P", bound=asyncio.Protocol)
 
@@ -139,7 +139,7 @@ class _Connection(_RespSocket):
 
     def call(self, packed: bytes) -> Resumable:
         """Send one packed command; the future gets its reply (or its error). A caller run
-        eagerly (broker/eager.py) goes on in the callback that reads the reply."""
+        eagerly (broker/speedups/eager.py) goes on in the callback that reads the reply."""
         if self._failure is not None or self._transport is None:
             raise RedisConnectionError(str(self._failure or "not connected"))
         future = Resumable(loop=self._loop)
@@ -298,7 +298,7 @@ class RedisWire:
                 raise RedisConnectionError("the Redis connection was closed")
             self._connection = None
             # In a task of its own: the connect timeout needs one, and a caller run eagerly
-            # (broker/eager.py) has none.
+            # (broker/speedups/eager.py) has none.
             connection = await asyncio.ensure_future(self._connect())
             if self._closed:  # closed while connecting: nothing may use this socket
                 connection.close()

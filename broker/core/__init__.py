@@ -1,0 +1,15 @@
+"""The pure core: what a questionnaire is and how it may change, with no I/O.
+
+Every transport (the HTTP agent API, the client websocket, the stores, a test) drives the
+same code here. Nothing in this package awaits, reads a clock (``now`` is passed in),
+touches a socket or imports the service around it; ``tests/unit/test_core_is_pure.py``
+keeps it so.
+
+- ``errors``: the one exception root, with the wire's error codes.
+- ``model``: the tool input, validated and normalized into frozen values.
+- ``machine``: the questionnaire's states and transitions.
+- ``results``: the tool results an agent reads (text and details).
+- ``frames``: the websocket frames, parsed and built, and their codecs.
+- ``availability``: when a questionnaire nobody attends becomes unavailable.
+- ``status``: the websocket close codes.
+"""

@@ -1,0 +1,1 @@
+"""``qbroker mcp``: the questionnaire tool served to an MCP host over stdio (``server``)."""
