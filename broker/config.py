@@ -29,7 +29,7 @@ def _create_whole_once(path: Path, content: str) -> None:
 
 _REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
 LOG_LEVELS = ("debug", "info", "warning", "error")
-_LOG_FORMATS = ("json", "text")
+_LOG_FORMATS = ("auto", "json", "text")
 
 # Settings that must be above zero (a zero interval would spin: a heartbeat interval of 0
 # drove an idle broker to ~50,000 Redis commands a second) and those that may be zero.
@@ -64,9 +64,9 @@ def _float(env: dict[str, str], name: str, default: float) -> float:
 
 
 def _log_format(env: dict[str, str]) -> str:
-    raw = env.get("QBROKER_LOG_FORMAT", "json").strip().lower() or "json"
+    raw = env.get("QBROKER_LOG_FORMAT", "auto").strip().lower() or "auto"
     if raw not in _LOG_FORMATS:
-        raise SystemExit(f"qbroker: QBROKER_LOG_FORMAT must be json or text, got {raw!r}")
+        raise SystemExit(f"qbroker: QBROKER_LOG_FORMAT must be auto, json or text, got {raw!r}")
     return raw
 
 
@@ -107,7 +107,8 @@ class Config:
     reconcile_interval: float = 2.0
     shutdown_grace: float = 10.0
     log_level: str = "info"
-    log_json: bool = True
+    # auto: readable text when stderr is a terminal, JSON lines otherwise (broker/logs.py)
+    log_format: str = "auto"
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -140,7 +141,7 @@ class Config:
             reconcile_interval=_float(e, "QBROKER_RECONCILE_INTERVAL", cls.reconcile_interval),
             shutdown_grace=_float(e, "QBROKER_SHUTDOWN_GRACE", cls.shutdown_grace),
             log_level=e.get("QBROKER_LOG_LEVEL", cls.log_level).strip().lower(),
-            log_json=_log_format(e) == "json",
+            log_format=_log_format(e),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:

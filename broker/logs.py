@@ -1,4 +1,5 @@
-"""Structured logs: one JSON object per line, carrying ids, never answer texts.
+"""Logs: one JSON object per line (or one readable line on a terminal), carrying ids,
+never answer texts.
 
 Only the fields passed in ``extra=`` (ids, counts, codes) and the fixed message are
 written. Call sites never pass answers, Other texts or clarification texts; the
@@ -11,7 +12,7 @@ import json
 import logging
 import sys
 import time
-from typing import Any
+from typing import Any, TextIO
 
 _STANDARD = frozenset(vars(logging.makeLogRecord({})).keys()) | {"message", "asctime", "color_message"}
 
@@ -50,13 +51,52 @@ class DropFrameTraces(logging.Filter):
         return not (isinstance(record.msg, str) and record.msg.startswith(self._PREFIXES))
 
 
+class QuietConnections(logging.Filter):
+    """uvicorn (through websockets) logs every websocket's open and close at info: on a
+    loaded broker nearly the whole log, and nothing an operator acts on (the
+    ``qbroker_client_connections`` metric counts connections). Those two lines are debug
+    here: shown as debug lines when the level is debug, dropped otherwise."""
+
+    _LOGGER = "uvicorn.error"
+    _MESSAGES = frozenset({"connection open", "connection closed"})
+
+    def __init__(self, level: int) -> None:
+        super().__init__()
+        self.shown = level <= logging.DEBUG
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if (
+            record.levelno == logging.INFO
+            and record.name == self._LOGGER
+            and isinstance(record.msg, str)
+            and record.msg in self._MESSAGES
+        ):
+            if not self.shown:
+                return False
+            record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+        return True
+
+
+def json_lines(log_format: str, stream: TextIO) -> bool:
+    """Whether to write JSON lines: ``json`` and ``text`` say so; ``auto`` means readable
+    text for a person at a terminal and JSON for anything else (a file, a pipe, a log
+    collector)."""
+    if log_format != "auto":
+        return log_format == "json"
+    try:
+        return not stream.isatty()
+    except (AttributeError, ValueError, OSError):  # no isatty, or a closed stream
+        return True
+
+
 def configure(level: str = "info", json_format: bool = True) -> None:
+    root = logging.getLogger()
+    root.setLevel(level.upper())
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter() if json_format else TextFormatter())
     handler.addFilter(DropFrameTraces())
-    root = logging.getLogger()
+    handler.addFilter(QuietConnections(root.level))
     root.handlers[:] = [handler]
-    root.setLevel(level.upper())
     # uvicorn's own loggers go through the same handler; access logs stay off because
     # request lines add nothing the broker's own id-carrying lines do not say.
     # Third-party debug output (frame traces, protocol chatter) stays at info at most.

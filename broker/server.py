@@ -46,8 +46,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Other settings come from QBROKER_* environment variables, among them QBROKER_SECRET, "
         "QBROKER_CLIENT_WAIT, QBROKER_RECONNECT_GRACE, QBROKER_RETENTION, QBROKER_ALLOWED_ORIGINS, "
-        "QBROKER_RATE_LIMIT and QBROKER_LOG_FORMAT; docs/operations.md lists all of them with "
-        "their defaults, and docs/deploy.md the Redis Cluster and durability ones."
+        "QBROKER_RATE_LIMIT and QBROKER_LOG_FORMAT (auto, the default: readable lines on a "
+        "terminal, JSON lines otherwise; or json, or text); docs/operations.md lists all of them "
+        "with their defaults, and docs/deploy.md the Redis Cluster and durability ones."
     )
 
 
@@ -83,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     config = Config.from_env(
         host=args.host, port=args.port, redis_url=args.redis_url, data_dir=args.data_dir, log_level=args.log_level
     )
-    logs.configure(config.log_level, config.log_json)
+    logs.configure(config.log_level, logs.json_lines(config.log_format, sys.stderr))
     generated = config.generated_secret
     try:
         secret = config.secret_or_file()

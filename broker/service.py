@@ -429,7 +429,9 @@ class Broker:
             if connection.client_id not in hub.clients:
                 self._release(hub)  # the join failed (store unavailable): drop an empty hub
         self.metrics.connections.inc()
-        log.info("client joined", extra={"session": connection.session_id, "client": connection.client_id})
+        # Joins and leaves are debug: one of each per connection would drown the info log;
+        # qbroker_client_connections counts them.
+        log.debug("client joined", extra={"session": connection.session_id, "client": connection.client_id})
 
     async def leave(self, connection: Connection) -> None:
         hub = self.hubs.get(connection.session_id)
@@ -441,7 +443,7 @@ class Broker:
         if not hub.clients:
             hub.poke()  # waiting agent calls recompute when nobody-is-there runs out
         self._release(hub)
-        log.info("client left", extra={"session": connection.session_id, "client": connection.client_id})
+        log.debug("client left", extra={"session": connection.session_id, "client": connection.client_id})
 
     async def command(self, connection: Connection, frame: frames.CommandFrame) -> None:
         """Run a client command; on refusal send an ``error`` (and a fresh view if stale)."""

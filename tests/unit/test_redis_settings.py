@@ -66,7 +66,7 @@ def test_a_flag_that_is_neither_on_nor_off_stops_the_broker_with_its_name() -> N
         ({"QBROKER_RATE_BURST": "0.5"}, {}, "QBROKER_RATE_BURST must be 1 or more, got 0.5"),
         ({"QBROKER_MAX_CONNECTIONS_PER_SESSION": "0"}, {}, "QBROKER_MAX_CONNECTIONS_PER_SESSION must be 1 or more"),
         ({"QBROKER_LOG_LEVEL": "verbose"}, {}, "QBROKER_LOG_LEVEL must be one of debug, info, warning, error"),
-        ({"QBROKER_LOG_FORMAT": "txt"}, {}, "QBROKER_LOG_FORMAT must be json or text, got 'txt'"),
+        ({"QBROKER_LOG_FORMAT": "txt"}, {}, "QBROKER_LOG_FORMAT must be auto, json or text, got 'txt'"),
     ],
 )
 def test_a_setting_out_of_range_stops_the_broker_in_one_line(
@@ -98,7 +98,9 @@ def test_waits_on_a_redis_cluster_are_refused_before_any_connection() -> None:
     [
         ({"QBROKER_CLIENT_WAIT": "0"}, ("client_wait", 0.0)),  # a start no one is there for ends at once
         ({"QBROKER_RECONNECT_GRACE": "0"}, ("reconnect_grace", 0.0)),
-        ({"QBROKER_LOG_FORMAT": "TEXT"}, ("log_json", False)),
+        ({"QBROKER_LOG_FORMAT": "TEXT"}, ("log_format", "text")),
+        ({"QBROKER_LOG_FORMAT": " json "}, ("log_format", "json")),
+        ({"QBROKER_LOG_FORMAT": ""}, ("log_format", "auto")),
         ({"QBROKER_LOG_LEVEL": " Warning "}, ("log_level", "warning")),
         ({"QBROKER_REDIS_URL": "redis://127.0.0.1:6379/2"}, ("redis_url", "redis://127.0.0.1:6379/2")),
     ],
@@ -120,4 +122,5 @@ def test_the_defaults_are_the_documented_ones() -> None:
     assert config.max_frame_bytes == 64 * 1024
     assert config.max_connections_per_session == 64
     assert (config.heartbeat_interval, config.reconcile_interval, config.shutdown_grace) == (5.0, 2.0, 10.0)
+    assert (config.log_level, config.log_format) == ("info", "auto")
     assert http.DEFAULT_WAIT == 30.0
