@@ -1,4 +1,4 @@
-"""Fixtures for the black-box PROTOCOL.md suite (test_protocol_*.py).
+"""Fixtures for the black-box docs/protocol.md suite (test_protocol_*.py).
 
 ``deployment`` is parametrized: ``memory`` (one ``qbroker serve`` on the embedded store)
 and ``redis`` (two processes on one real redis-server; the agent talks to the first, clients

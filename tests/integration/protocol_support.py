@@ -1,4 +1,4 @@
-"""Helpers for the black-box PROTOCOL.md suite (tests/integration/test_protocol_*.py).
+"""Helpers for the black-box docs/protocol.md suite (tests/integration/test_protocol_*.py).
 
 A ``Deployment`` is a set of real ``qbroker serve`` processes: one on the memory store, or
 two sharing one real redis-server. Tests talk to ``agent_url`` over HTTP and connect their
@@ -242,7 +242,7 @@ class ToolResult:
 
 
 def tool_result(response: httpx.Response) -> ToolResult:
-    """Assert a 200 tool result of PROTOCOL.md's shape; return its parts."""
+    """Assert a 200 tool result of docs/protocol.md's shape; return its parts."""
     assert response.status_code == 200, f"expected 200, got {response.status_code}: {response.text}"
     body = response.json()
     assert set(body) == {"content", "details", "isError"}, body

@@ -58,7 +58,7 @@ FUZZ_EXAMPLES = int(os.environ.get("QBROKER_FUZZ_EXAMPLES", "10000"))  # frames,
 FRAMES_PER_EXAMPLE = 10
 SCHEMATHESIS_EXAMPLES = int(os.environ.get("QBROKER_SCHEMATHESIS_EXAMPLES", "150"))
 
-# What the broker may send (PROTOCOL.md) and the codes its error frames may carry.
+# What the broker may send (docs/protocol.md) and the codes its error frames may carry.
 SERVER_FRAMES = {"welcome", "question", "suspended", "closed", "idle", "error", "pong"}
 ERROR_CODES = {
     "bad_frame",

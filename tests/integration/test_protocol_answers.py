@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "Client protocol": answer validation (each error code), ``step`` and
+"""docs/protocol.md, "Client protocol": answer validation (each error code), ``step`` and
 ``stale_step``, and drafts (persisted, shown to every client, last write wins)."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "Auth": HS256 tokens with sid/role/exp, for agents (HTTP) and clients
+"""docs/protocol.md, "Auth": HS256 tokens with sid/role/exp, for agents (HTTP) and clients
 (hello frame); ``qbroker token``; ``qbroker serve`` with no secret."""
 
 from __future__ import annotations

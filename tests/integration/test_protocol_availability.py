@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "Availability": no client -> unavailable/ui_unavailable after the client
+"""docs/protocol.md, "Availability": no client -> unavailable/ui_unavailable after the client
 wait; every client gone -> the reconnect grace with answers and draft intact, then
 unavailable/ui_error. Runs on ``fast_deployment`` (client_wait=1 s, reconnect_grace=2 s);
 presence counts across processes (on redis the client is on the other process)."""

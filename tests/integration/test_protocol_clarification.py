@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "Revisions" and the clarification round trip: clarify -> suspended ->
+"""docs/protocol.md, "Revisions" and the clarification round trip: clarify -> suspended ->
 NEEDS_CLARIFICATION -> resume -> question; repeated clarifications; stale and racing
 resumes; the stored snapshot is authoritative."""
 

@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "Agent API": start/resume/GET/DELETE, statuses, result shapes, wait,
+"""docs/protocol.md, "Agent API": start/resume/GET/DELETE, statuses, result shapes, wait,
 Idempotency-Key, dropped connections, normalization and validation of the tool input."""
 
 from __future__ import annotations

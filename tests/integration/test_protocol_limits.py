@@ -1,4 +1,4 @@
-"""PROTOCOL.md limits on the websocket: 64 KiB frames (1009), the per-connection rate
+"""docs/protocol.md limits on the websocket: 64 KiB frames (1009), the per-connection rate
 limit (1008), hello in time (4408), and the Origin check on browser handshakes
 (same-origin by default, QBROKER_ALLOWED_ORIGINS as an allow-list)."""
 

@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "State": answers, Other texts and clarification texts never appear in
+"""docs/protocol.md, "State": answers, Other texts and clarification texts never appear in
 logs. The deployment's brokers run at QBROKER_LOG_LEVEL=debug (tests/support.py)."""
 
 from __future__ import annotations

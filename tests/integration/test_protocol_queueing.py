@@ -1,4 +1,4 @@
-"""PROTOCOL.md: a session shows one questionnaire at a time (the oldest in progress), all
+"""docs/protocol.md: a session shows one questionnaire at a time (the oldest in progress), all
 clients of the session get every transition, and of two racing answers exactly one wins."""
 
 from __future__ import annotations

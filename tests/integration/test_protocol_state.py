@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "State" and "Actors": retention of terminal questionnaires, the ``{sid}``
+"""docs/protocol.md, "State" and "Actors": retention of terminal questionnaires, the ``{sid}``
 hash tag on Redis keys, session ids, and nothing crossing sessions."""
 
 from __future__ import annotations

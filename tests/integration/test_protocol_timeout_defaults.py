@@ -1,4 +1,4 @@
-"""PROTOCOL.md's default timers, on a deployment started without timer settings:
+"""docs/protocol.md's default timers, on a deployment started without timer settings:
 ``wait`` 30 s, hello within 10 s, QBROKER_CLIENT_WAIT 5 s, QBROKER_RECONNECT_GRACE 30 s.
 
 Measuring them takes 30 s of wall time, so the session-wide ``default_timer_probes``

@@ -1,4 +1,4 @@
-"""PROTOCOL.md, "Client protocol": subprotocols, hello, welcome, frame shapes, ping/pong,
+"""docs/protocol.md, "Client protocol": subprotocols, hello, welcome, frame shapes, ping/pong,
 ``error`` frames with ``ref``, and the close codes for protocol violations and shutdown."""
 
 from __future__ import annotations

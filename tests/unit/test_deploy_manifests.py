@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
 PORT = 8700
-LONG_POLL_MAX = 300  # PROTOCOL.md: wait is 0-300 s
+LONG_POLL_MAX = 300  # docs/protocol.md: wait is 0-300 s
 
 
 def _compose() -> dict[str, Any]:

@@ -111,7 +111,7 @@ def test_settings_at_their_bounds_are_taken(env: dict[str, str], expected: tuple
 
 
 def test_the_defaults_are_the_documented_ones() -> None:
-    """PROTOCOL.md's and docs/operations.md's defaults, exactly: the black-box timer tests
+    """docs/protocol.md's and docs/operations.md's defaults, exactly: the black-box timer tests
     (test_protocol_timeout_defaults.py) can only bound them within a window."""
     from broker import http
 
