@@ -155,14 +155,16 @@ async def test_qbroker_token_mints_usable_tokens(deployment: Deployment, sid: st
         env = broker_env(data_dir)
         agent_run = qbroker("token", "--session", sid, "--role", "agent", env=env)
         client_run = qbroker("token", "--session", sid, "--role", "client", "--ttl", "600", env=env)
-        wide_run = qbroker("token", "--session", "*", "--role", "agent", env=env)
+        wide_run = qbroker("token", "--session", "*", "--role", "agent", "--ttl", "never", env=env)
     for run in (agent_run, client_run, wide_run):
         assert run.returncode == 0, run.stderr
     agent_token, client_token, wide_token = (r.stdout.strip() for r in (agent_run, client_run, wide_run))
     claims = jwt.decode(client_token, TEST_SECRET, algorithms=["HS256"])
     assert claims["sid"] == sid and claims["role"] == "client"
     assert 590 <= claims["exp"] - time.time() <= 610
-    assert "exp" not in jwt.decode(agent_token, TEST_SECRET, algorithms=["HS256"])
+    thirty_days = 30 * 24 * 3600  # the default lifetime
+    assert abs(jwt.decode(agent_token, TEST_SECRET, algorithms=["HS256"])["exp"] - time.time() - thirty_days) < 60
+    assert "exp" not in jwt.decode(wide_token, TEST_SECRET, algorithms=["HS256"])
     async with (
         person(deployment.client_ws_url, sid, client_token) as p,
         Agent(deployment.agent_url, sid, agent_token) as agent,
