@@ -14,7 +14,7 @@ the tail's time goes):
     command begins          the frame is decoded and parsed (Broker.command)
     state machine done      machine.apply returned the new state
     commit returned         the store acknowledged the write (memory: at once; Redis: a script)
-    fan-out begins          Broker._follow_write
+    fan-out begins          Fanout.follow_write
     frame written           the next question's frame is on the socket (after the last
                             answer: the questionnaire's closed and the next view, one write)
 
@@ -57,7 +57,7 @@ POINTS = [
     ("command begins", "broker.service", "Broker", "command"),
     ("state machine done", None, None, "apply"),
     ("commit returned", None, None, "commit"),
-    ("fan-out begins", "broker.service", "Broker", "_follow_write"),
+    ("fan-out begins", "broker.service.fanout", "Fanout", "follow_write"),
     ("frame written", "broker.ws", "ClientSocket", "write_frame"),
 ]
 
