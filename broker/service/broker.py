@@ -24,6 +24,7 @@ from broker.core.model import Question, ResumeInput
 from broker.metrics import Metrics
 from broker.service.fanout import Fanout
 from broker.service.hubs import Connection, Encoded, SessionHub, Wake, _watch
+from broker.service.loops import Background, presence_ttl
 from broker.store.base import Store, StoreUnavailable, Written
 
 log = logging.getLogger("qbroker.service")
@@ -43,7 +44,7 @@ class Broker:
         self.fanout = Fanout(store, self.metrics, clock)
         # The fan-out's own dict (not a copy): a hub is looked up on every commit.
         self.hubs: dict[str, SessionHub] = self.fanout.hubs
-        self._tasks: list[asyncio.Task[None]] = []
+        self.background = Background(config, store, clock, self.fanout)
         self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
 
     # --- life cycle ------------------------------------------------------------------
@@ -51,8 +52,7 @@ class Broker:
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
         await self.store.start(self.fanout.on_notice, self.fanout.on_reconnect)
-        self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="qbroker-reconcile"))
-        self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="qbroker-heartbeat"))
+        self.background.start()
 
     @property
     def waiting_agent_calls(self) -> int:
@@ -72,12 +72,7 @@ class Broker:
 
     async def stop(self) -> None:
         self.begin_shutdown()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        self._tasks.clear()
+        await self.background.stop()
         now = self.clock()
         for hub in list(self.hubs.values()):
             for client_id in list(hub.clients):
@@ -252,7 +247,7 @@ class Broker:
                 state = await self.store.load(connection.session_id, questionnaire_id)
                 if state is not None:
                     await self._enforce_availability(state)
-            await self.store.heartbeat(connection.session_id, connection.client_id, self._presence_ttl, now)
+            await self.store.heartbeat(connection.session_id, connection.client_id, presence_ttl(self.config), now)
             await self.fanout.ensure_subscribed(hub, every_write=True)
             connection.deliver(Encoded(frames.welcome(connection.client_id, connection.session_id)))
             await self.fanout.refresh(hub, newcomer=connection)
@@ -385,30 +380,3 @@ class Broker:
                 f"questionnaire: no questionnaire {questionnaire_id} in session {session_id}",
             )
         return state
-
-    async def _reconcile_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.reconcile_interval)
-            try:
-                await self.fanout.reconcile()
-            except StoreUnavailable:
-                log.warning("reconciliation skipped: store unavailable")
-            except Exception:  # noqa: BLE001 - the loop must survive anything
-                log.exception("reconciliation failed")
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            await asyncio.sleep(self.config.heartbeat_interval)
-            now = self.clock()
-            for hub in list(self.hubs.values()):
-                for client_id in list(hub.clients):
-                    try:
-                        await self.store.heartbeat(hub.session_id, client_id, self._presence_ttl, now)
-                    except StoreUnavailable:
-                        log.warning("heartbeat failed: store unavailable")
-                    except Exception:  # noqa: BLE001
-                        log.exception("heartbeat failed")
-
-    @property
-    def _presence_ttl(self) -> float:
-        return self.config.heartbeat_interval * 3
