@@ -19,19 +19,16 @@ from typing import Any
 from broker.config import Config
 from broker.core import availability, frames, machine, results
 from broker.core.errors import BrokerError, invalid
-from broker.core.machine import Command, Questionnaire
+from broker.core.machine import Questionnaire
 from broker.core.model import Question, ResumeInput
 from broker.metrics import Metrics
 from broker.service.fanout import Fanout
 from broker.service.hubs import Connection, Encoded, SessionHub, Wake, _watch
 from broker.service.loops import Background, presence_ttl
-from broker.store.base import Store, StoreUnavailable, Written
+from broker.service.writes import Writer
+from broker.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("qbroker.service")
-
-# A lost compare-and-set means another process changed the state first; the command is
-# re-run against the newer state. More losses in a row than this is a conflict storm.
-MAX_CAS_ATTEMPTS = 16
 
 
 class Broker:
@@ -44,6 +41,7 @@ class Broker:
         self.fanout = Fanout(store, self.metrics, clock)
         # The fan-out's own dict (not a copy): a hub is looked up on every commit.
         self.hubs: dict[str, SessionHub] = self.fanout.hubs
+        self.writer = Writer(store, self.metrics, clock, self.hubs)
         self.background = Background(config, store, clock, self.fanout)
         self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
 
@@ -113,7 +111,7 @@ class Broker:
 
     async def resume(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
         async def write() -> Questionnaire:
-            state = await self.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
+            state = await self.writer.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
             log.info(
                 "questionnaire resumed",
                 extra={"session": session_id, "questionnaire": state.id, "revision": state.revision},
@@ -124,11 +122,11 @@ class Broker:
 
     async def abort(self, session_id: str, questionnaire_id: str) -> tuple[int, dict[str, Any]]:
         try:
-            state = await self.update(session_id, questionnaire_id, machine.Abort())  # (logged there)
+            state = await self.writer.update(session_id, questionnaire_id, machine.Abort())  # (logged there)
         except BrokerError as exc:
             if exc.code != "questionnaire_closed":
                 raise
-            state = await self._load(session_id, questionnaire_id)
+            state = await self.writer.load(session_id, questionnaire_id)
         return 200, results.tool_result(state)
 
     async def wait_for_outcome(self, session_id: str, questionnaire_id: str, wait: float) -> tuple[int, dict[str, Any]]:
@@ -172,7 +170,7 @@ class Broker:
             try:
                 if state is None:
                     wake = hub.wake  # taken before the read, so no change slips between
-                    state = known = await self._load(hub.session_id, questionnaire_id)
+                    state = known = await self.writer.load(hub.session_id, questionnaire_id)
                 if state.is_outcome:
                     return 200, results.tool_result(state)
                 if self.shutting_down.is_set():
@@ -228,9 +226,9 @@ class Broker:
         if now < due.at:
             return state, due.at
         try:
-            state = await self.update(state.session_id, state.id, machine.MarkUnavailable(due.reason))
+            state = await self.writer.update(state.session_id, state.id, machine.MarkUnavailable(due.reason))
         except BrokerError:
-            state = await self._load(state.session_id, state.id)  # something else closed it
+            state = await self.writer.load(state.session_id, state.id)  # something else closed it
         return state, None
 
     # --- client side -----------------------------------------------------------------
@@ -295,7 +293,7 @@ class Broker:
                     "stale_step",
                     f"questionnaire {command.questionnaire_id} is not the one being shown",
                 )
-            new, written = await self._update(
+            new, written = await self.writer.write(
                 session_id, command.questionnaire_id, command, known=known, shown_by_writer=True
             )
         except BrokerError as exc:
@@ -310,73 +308,3 @@ class Broker:
             )
             return
         await self.fanout.follow_write(hub, new, written)
-
-    # --- state changes ---------------------------------------------------------------
-
-    async def update(
-        self, session_id: str, questionnaire_id: str, command: Command, known: Questionnaire | None = None
-    ) -> Questionnaire:
-        """Load, transition, compare-and-set; re-run on a lost race. Raises BrokerError.
-
-        ``known`` (a recently seen state) saves the first load; if it is out of date the
-        compare-and-set fails and the loop continues from the store's state.
-        """
-        new, _ = await self._update(session_id, questionnaire_id, command, known)
-        return new
-
-    async def _update(
-        self,
-        session_id: str,
-        questionnaire_id: str,
-        command: Command,
-        known: Questionnaire | None = None,
-        *,
-        shown_by_writer: bool = False,
-    ) -> tuple[Questionnaire, Written]:
-        """``shown_by_writer``: the caller shows the write to the local clients itself (a
-        client's command), so the store need not tell this process about it."""
-        for _ in range(MAX_CAS_ATTEMPTS):
-            cached = known is not None
-            state = known if known is not None else await self._load(session_id, questionnaire_id)
-            known = None
-            try:
-                new = machine.apply(state, command, self.clock())
-            except BrokerError:
-                if cached:
-                    continue  # judge the command against the store's state, not a cache
-                raise
-            began = time.perf_counter()
-            try:
-                written = await self.store.commit(new, state.version, shown_by_writer=shown_by_writer)
-            finally:
-                self.metrics.commit_seconds.observe(time.perf_counter() - began)
-            if written is not None:
-                hub = self.hubs.get(session_id)
-                if hub is not None and shown_by_writer:
-                    hub.heard = max(hub.heard, written.seq)  # as its notice would (it may not come)
-                if new.is_outcome:
-                    self.metrics.outcomes.labels(new.status, new.cancellation_reason or "").inc()
-                    # One line per outcome, whoever caused it (ids and codes, never texts).
-                    log.info(
-                        "questionnaire outcome",
-                        extra={
-                            "session": session_id,
-                            "questionnaire": new.id,
-                            "status": new.status,
-                            "reason": new.cancellation_reason or "",
-                            "revision": new.revision,
-                        },
-                    )
-                    if hub is not None:
-                        hub.poke(new)
-                return new, written
-        raise BrokerError("conflict", f"questionnaire: {questionnaire_id} is changing too fast; try again")
-
-    async def _load(self, session_id: str, questionnaire_id: str) -> Questionnaire:
-        state = await self.store.load(session_id, questionnaire_id)
-        if state is None:
-            raise BrokerError(
-                "unknown_questionnaire",
-                f"questionnaire: no questionnaire {questionnaire_id} in session {session_id}",
-            )
-        return state

@@ -652,7 +652,7 @@ async def test_a_command_that_loses_every_compare_and_set_is_a_conflict_and_chan
 
         store.commit = always_lost  # type: ignore[method-assign]  # (another writer always wins)
         with pytest.raises(BrokerError) as refused:
-            await broker.update(state.session_id, state.id, machine.Abort())
+            await broker.writer.update(state.session_id, state.id, machine.Abort())
         assert refused.value.code == "conflict"
         assert refused.value.message == f"questionnaire: {state.id} is changing too fast; try again"
         assert await store.load(state.session_id, state.id) == state
