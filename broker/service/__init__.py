@@ -1,9 +1,15 @@
 """Orchestration: the one place where the pure core meets the store and the connections.
 
-The HTTP and websocket adapters call ``Broker``; ``Broker`` loads a state from the store,
-runs the core's transition, writes the result back by compare-and-set (retrying on a lost
-race, which re-runs the transition against the newer state), and lets every interested
-connection know.
+    broker.py   Broker: life cycle, the agent API's calls, client commands (what adapters call)
+    waits.py    AgentWaits: an agent call's wait for an outcome; closing what nobody can answer
+    loops.py    Background: the reconciliation tick and the clients' heartbeats
+    fanout.py   Fanout: this process's session hubs, kept in step with the store (and so with
+                the other processes)
+    writes.py   Writer: load, transition, compare-and-set, re-run on a lost race
+    hubs.py     SessionHub (a session's local clients and waiting agent calls), Wake, Encoded,
+                the Connection protocol
+
+Each module imports only modules listed below it; the rest of the broker imports from here.
 """
 
 from broker.service.broker import Broker

@@ -1,9 +1,12 @@
-"""Orchestration: the one place where the pure core meets the store and the connections.
+"""``Broker``: what the HTTP and websocket adapters call, and what it is made of.
 
-The HTTP and websocket adapters call ``Broker``; ``Broker`` loads a state from the store,
-runs the core's transition, writes the result back by compare-and-set (retrying on a lost
-race, which re-runs the transition against the newer state), and lets every interested
-connection know.
+Every command (an agent's call, a client's frame) runs the same way: its questionnaire's
+state is loaded from the store (or taken from what the session's hub shows), the core's
+transition runs on it, and the result is written back by compare-and-set, re-run against
+the newer state on a lost race (``Writer``); then every interested connection is told, on
+this process at once and on the others through the store's notices (``Fanout``). An agent
+call then waits for an outcome (``AgentWaits``); background loops catch up on missed
+notices and keep this process's clients present (``Background``).
 """
 
 from __future__ import annotations
@@ -13,18 +16,19 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from broker.config import Config
-from broker.core import availability, frames, machine, results
+from broker.core import frames, machine, results
 from broker.core.errors import BrokerError, invalid
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, ResumeInput
 from broker.metrics import Metrics
 from broker.service.fanout import Fanout
-from broker.service.hubs import Connection, Encoded, SessionHub, Wake, _watch
+from broker.service.hubs import Connection, Encoded, SessionHub
 from broker.service.loops import Background, presence_ttl
+from broker.service.waits import AgentWaits
 from broker.service.writes import Writer
 from broker.store.base import Store, StoreUnavailable
 
@@ -32,6 +36,8 @@ log = logging.getLogger("qbroker.service")
 
 
 class Broker:
+    """The broker of one process: its life cycle, the agent API's calls, client commands."""
+
     def __init__(self, config: Config, store: Store, clock: Callable[[], float] = time.time) -> None:
         self.config = config
         self.store = store
@@ -39,16 +45,15 @@ class Broker:
         self.shutting_down = asyncio.Event()
         self.metrics = Metrics()
         self.fanout = Fanout(store, self.metrics, clock)
-        # The fan-out's own dict (not a copy): a hub is looked up on every commit.
-        self.hubs: dict[str, SessionHub] = self.fanout.hubs
+        self.hubs: dict[str, SessionHub] = self.fanout.hubs  # the fan-out's dict itself, not a copy
         self.writer = Writer(store, self.metrics, clock, self.hubs)
+        self.waits = AgentWaits(config, store, clock, self.fanout, self.writer, self.shutting_down)
         self.background = Background(config, store, clock, self.fanout)
-        self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
 
     # --- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
-        self._loop = asyncio.get_running_loop()
+        self.waits.loop = asyncio.get_running_loop()
         await self.store.start(self.fanout.on_notice, self.fanout.on_reconnect)
         self.background.start()
 
@@ -107,7 +112,7 @@ class Broker:
                 )
             return stored
 
-        return await self._write_and_wait(session_id, write, wait)
+        return await self.waits.write_and_wait(session_id, write, wait)
 
     async def resume(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
         async def write() -> Questionnaire:
@@ -118,7 +123,7 @@ class Broker:
             )
             return state
 
-        return await self._write_and_wait(session_id, write, wait)
+        return await self.waits.write_and_wait(session_id, write, wait)
 
     async def abort(self, session_id: str, questionnaire_id: str) -> tuple[int, dict[str, Any]]:
         try:
@@ -131,105 +136,7 @@ class Broker:
 
     async def wait_for_outcome(self, session_id: str, questionnaire_id: str, wait: float) -> tuple[int, dict[str, Any]]:
         """200 with the tool result as soon as there is an outcome; 202 when ``wait`` runs out."""
-        hub = self.fanout.hub(session_id)
-        hub.waiters += 1
-        try:
-            # Inside the try: a subscription Redis never confirms raises StoreUnavailable
-            # (a 503), and the waiter must not stay counted, or the hub would never go.
-            await self.fanout.ensure_subscribed(hub, every_write=False)
-            return await self._wait(hub, questionnaire_id, wait, None, hub.wake)
-        finally:
-            hub.waiters -= 1
-            self.fanout.release(hub)
-
-    async def _write_and_wait(
-        self, session_id: str, write: Callable[[], Awaitable[Questionnaire]], wait: float
-    ) -> tuple[int, dict[str, Any]]:
-        """Subscribe, ``write``, then wait from the state written: no read in between, and
-        no outcome can slip by, as the round of waiting was taken before the write."""
-        hub = self.fanout.hub(session_id)
-        hub.waiters += 1
-        try:
-            await self.fanout.ensure_subscribed(hub, every_write=False)
-            wake = hub.wake
-            state = await write()
-            return await self._wait(hub, state.id, wait, state, wake)
-        finally:
-            hub.waiters -= 1
-            self.fanout.release(hub)
-
-    async def _wait(
-        self, hub: SessionHub, questionnaire_id: str, wait: float, state: Questionnaire | None, wake: Wake
-    ) -> tuple[int, dict[str, Any]]:
-        """Wait for an outcome of ``questionnaire_id`` from ``state`` (None: read it first),
-        following the pokes from ``wake`` (taken before ``state`` was current)."""
-        loop = self._loop or asyncio.get_running_loop()
-        deadline = loop.time() + wait
-        known = state  # the latest state seen: what a 202 shows if the store goes away
-        while True:
-            try:
-                if state is None:
-                    wake = hub.wake  # taken before the read, so no change slips between
-                    state = known = await self.writer.load(hub.session_id, questionnaire_id)
-                if state.is_outcome:
-                    return 200, results.tool_result(state)
-                if self.shutting_down.is_set():
-                    return 202, results.pending(state)  # re-attach elsewhere (which enforces)
-                state, due_at = await self._enforce_availability(state)
-                known = state
-            except StoreUnavailable:
-                # A store outage (Redis restarting, failing over) does not fail a poll that
-                # has its questionnaire: it looks again every reconciliation interval, and
-                # answers 202 with what it last saw at its deadline.
-                if known is None:
-                    raise
-                now = loop.time()
-                if deadline <= now or self.shutting_down.is_set():
-                    return 202, results.pending(known)
-                state = None
-                await asyncio.sleep(min(self.config.reconcile_interval, deadline - now))
-                continue
-            if state.is_outcome:
-                return 200, results.tool_result(state)
-            now = loop.time()
-            if deadline <= now or self.shutting_down.is_set():
-                return 202, results.pending(state)
-            # A missed notice is caught by the reconciliation, which pokes the waiters.
-            until = deadline
-            if due_at is not None:
-                until = min(until, now + max(0.0, due_at - self.clock()) + 0.01)
-            outcome = await _watch(loop, wake, questionnaire_id, state.version, until)
-            # The write that decided it carried its state: no read. Else read the store.
-            state = outcome
-
-    async def _enforce_availability(self, state: Questionnaire) -> tuple[Questionnaire, float | None]:
-        """Mark ``state`` unavailable if nobody is there; else say when to look again (None:
-        only on a change: it is not in progress)."""
-        if state.status != "in_progress":
-            return state, None
-        now = self.clock()
-        # Nothing can be due before this (availability.deadline is never earlier): until
-        # then, the presence is not worth a store round trip.
-        earliest = min(state.created_at + self.config.client_wait, state.updated_at + self.config.reconnect_grace)
-        if now < earliest:
-            return state, earliest
-        presence = await self.store.presence(state.session_id, now)
-        due = availability.deadline(
-            state,
-            presence.clients,
-            presence.last_seen,
-            client_wait=self.config.client_wait,
-            reconnect_grace=self.config.reconnect_grace,
-        )
-        if due is None:  # someone is there; they may leave without a write telling us
-            return state, now + self.config.reconcile_interval
-        if now < due.at:
-            return state, due.at
-        try:
-            state = await self.writer.update(state.session_id, state.id, machine.MarkUnavailable(due.reason))
-        except BrokerError:
-            state = await self.writer.load(state.session_id, state.id)  # something else closed it
-        return state, None
+        return await self.waits.wait_for_outcome(session_id, questionnaire_id, wait)
 
     # --- client side -----------------------------------------------------------------
 
@@ -244,7 +151,7 @@ class Broker:
             for questionnaire_id in await self.store.queue(connection.session_id):
                 state = await self.store.load(connection.session_id, questionnaire_id)
                 if state is not None:
-                    await self._enforce_availability(state)
+                    await self.waits.enforce_availability(state)
             await self.store.heartbeat(connection.session_id, connection.client_id, presence_ttl(self.config), now)
             await self.fanout.ensure_subscribed(hub, every_write=True)
             connection.deliver(Encoded(frames.welcome(connection.client_id, connection.session_id)))
