@@ -90,7 +90,7 @@ def install_probes(dump_to: Path) -> None:
 
     for label, module_name, class_name, name in POINTS:
         if label == "state machine done":
-            apply = machine.apply  # (the module broker.service calls it through)
+            apply = machine.apply  # (the module broker.service.writes calls it through)
 
             def applied(*args: Any, _apply: Any = apply, **kwargs: Any) -> Any:
                 state = _apply(*args, **kwargs)

@@ -51,6 +51,7 @@ class Fanout:
     # --- the hubs --------------------------------------------------------------------
 
     def hub(self, session_id: str) -> SessionHub:
+        """The session's hub, made if this process has none yet, and in use again."""
         hub = self.hubs.get(session_id)
         if hub is None:
             hub = self.hubs[session_id] = SessionHub(session_id)
@@ -78,7 +79,7 @@ class Fanout:
         if not hub.interested and hub.idle_since is None:
             hub.idle_since = time.monotonic()
 
-    async def drop_idle_hubs(self) -> None:
+    async def _drop_idle_hubs(self) -> None:
         cutoff = time.monotonic() - HUB_LINGER
         for hub in list(self.hubs.values()):
             if hub.interested:
@@ -149,6 +150,7 @@ class Fanout:
             await self._show(hub, await self.store.head(hub.session_id), ended=new)
 
     async def on_notice(self, notice: Notice) -> None:
+        """The store's handler for a notice of a write to a session subscribed to."""
         hub = self.hubs.get(notice.session_id)
         if hub is None:
             return
@@ -181,9 +183,10 @@ class Fanout:
             await self._show(hub, await self.store.head(hub.session_id), ended=_carried(notice))
 
     async def on_reconnect(self) -> None:
+        """The store's handler once its notification channel is back: notices may be lost."""
         log.warning("notification channel reconnected; re-reading every session")
         self.metrics.store_reconnects.inc()
-        await self.drop_idle_hubs()
+        await self._drop_idle_hubs()
         for hub in list(self.hubs.values()):
             hub.poke()
             await self._refresh_alone(hub)
@@ -192,7 +195,7 @@ class Fanout:
         """Catch up on missed notices: one read of every served session's write count, then
         local clients whose view is behind it re-read, and waiting agent calls of sessions
         with writes not heard of look again."""
-        await self.drop_idle_hubs()
+        await self._drop_idle_hubs()
         hubs = [hub for hub in self.hubs.values() if hub.clients or hub.waiters]
         if not hubs:
             return
