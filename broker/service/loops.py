@@ -1,9 +1,10 @@
 """The broker's background loops: the reconciliation tick, and the heartbeats of the clients.
 
-Notices can be lost (a dropped connection, a publisher gone mid-write); the reconciliation
-(``Fanout.reconcile``) catches up on them every ``reconcile_interval``. A client counts as
-present (for agent calls on any process) only while its heartbeats keep coming, so that the
-clients of a process that was killed stop counting; each process beats for its own clients.
+A notice can be missed (pub/sub delivers at most once: one published while the notice
+connection is down is gone); the reconciliation (``Fanout.reconcile``) catches up every
+``reconcile_interval``. A client counts as present (for agent calls on any process) only
+while its heartbeats keep coming, so that the clients of a process that was killed stop
+counting; each process beats for its own clients.
 """
 
 from __future__ import annotations
