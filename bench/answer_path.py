@@ -14,7 +14,7 @@ the tail's time goes):
     command begins          the frame is decoded and parsed (Broker.command)
     state machine done      machine.apply returned the new state
     commit returned         the store acknowledged the write (memory: at once; Redis: a script)
-    fan-out begins          Broker._follow_write
+    fan-out begins          Fanout.follow_write
     frame written           the next question's frame is on the socket (after the last
                             answer: the questionnaire's closed and the next view, one write)
 
@@ -58,7 +58,7 @@ POINTS = [
     ("command begins", "broker.service", "Broker", "command"),
     ("state machine done", None, None, "apply"),
     ("commit returned", None, None, "commit"),
-    ("fan-out begins", "broker.service", "Broker", "_follow_write"),
+    ("fan-out begins", "broker.service.fanout", "Fanout", "follow_write"),
     ("frame written", "broker.ws", "ClientSocket", "write_frame"),
 ]
 
@@ -91,7 +91,7 @@ def install_probes(dump_to: Path) -> None:
 
     for label, module_name, class_name, name in POINTS:
         if label == "state machine done":
-            apply = machine.apply  # (the module broker.service calls it through)
+            apply = machine.apply  # (the module broker.service.writes calls it through)
 
             def applied(*args: Any, _apply: Any = apply, **kwargs: Any) -> Any:
                 state = _apply(*args, **kwargs)

@@ -442,12 +442,12 @@ class ClientConnection:
         try:
             frame = frames.parse_client_frame(frames.decode(payload, self.codec))
         except BrokerError as exc:
-            if exc.message.startswith("hello 'token'"):  # absent or not a string: a token problem
+            if exc.frame != "hello":  # not even a hello (undecodable, no type, another type)
+                self.close(CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")
+            elif exc.field == "token":  # absent or not a string: a token problem
                 self.close(CloseCode.BAD_TOKEN, _close_reason(f"missing token: {exc.message}"))
-                return
-            # A hello with a wrong field is told what is wrong (a close reason holds 123 bytes).
-            reason = exc.message if exc.message.startswith("hello") else "the first frame must be a hello"
-            self.close(CloseCode.PROTOCOL_VIOLATION, _close_reason(reason))
+            else:  # a hello with a wrong field is told what is wrong (a close reason holds 123 bytes)
+                self.close(CloseCode.PROTOCOL_VIOLATION, _close_reason(exc.message))
             return
         if not isinstance(frame, frames.Hello):
             self.close(CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")

@@ -31,13 +31,24 @@ HTTP_STATUS: Final[dict[str, int]] = {
 
 
 class BrokerError(Exception):
-    """A refused command or request. The state it was aimed at is unchanged."""
+    """A refused command or request. The state it was aimed at is unchanged.
 
-    def __init__(self, code: str, message: str, *, ref: object = None) -> None:
+    A frame the parser refused says where it went wrong, so that the websocket can choose a
+    close code for a bad first frame without reading the sentence meant for people:
+    ``frame`` is the frame's ``type`` once the parser knows it (None: the frame is refused
+    before that, or this is no frame's error), and ``field`` the field absent or of the
+    wrong type, when that is what is wrong.
+    """
+
+    def __init__(
+        self, code: str, message: str, *, ref: object = None, frame: str | None = None, field: str | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.ref = ref
+        self.frame = frame
+        self.field = field
 
     @property
     def http_status(self) -> int:

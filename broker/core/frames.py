@@ -147,7 +147,7 @@ def parse_client_frame(value: Any) -> ClientFrame:
     try:
         return parser(value, ref)
     except BrokerError as exc:
-        exc.ref = ref
+        exc.ref, exc.frame = ref, kind
         raise
 
 
@@ -247,7 +247,7 @@ _KIND_NAMES: Final = {str: "a string", int: "an integer", list: "a list", dict: 
 def _field(value: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
     field = value.get(name)
     if not isinstance(field, kind) or isinstance(field, bool):
-        raise BrokerError("bad_frame", f"{what} '{name}' must be {_KIND_NAMES.get(kind, kind.__name__)}")
+        raise BrokerError("bad_frame", f"{what} '{name}' must be {_KIND_NAMES.get(kind, kind.__name__)}", field=name)
     return field
 
 

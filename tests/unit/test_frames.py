@@ -453,6 +453,27 @@ def test_a_ref_is_echoed_on_a_bad_frame_once_the_frame_has_a_type() -> None:
     assert bad_frame({"type": "ping", "ref": True}).ref is None
 
 
+@pytest.mark.parametrize(
+    ("value", "frame", "field"),
+    [
+        pytest.param(_without(HELLO, "token"), "hello", "token", id="hello without token"),
+        pytest.param(HELLO | {"token": 5}, "hello", "token", id="hello token not a string"),
+        pytest.param(HELLO | {"client": "x"}, "hello", None, id="hello client not a map"),
+        pytest.param(HELLO | {"extra": 1}, "hello", None, id="hello with unknown key"),
+        pytest.param(CANCEL | {"step": "1"}, "cancel", "step", id="cancel step a string"),
+        pytest.param({"type": "nope"}, None, None, id="unknown type"),
+        pytest.param(HELLO | {"ref": True}, None, None, id="hello with a bad ref"),
+        pytest.param(["hello"], None, None, id="not a map"),
+    ],
+)
+def test_a_bad_frame_says_which_frame_and_field_went_wrong_once_known(
+    value: Any, frame: str | None, field: str | None
+) -> None:
+    """What the websocket chooses a bad first frame's close code by (not the message)."""
+    error = bad_frame(value)
+    assert (error.frame, error.field) == (frame, field)
+
+
 def test_a_bad_frame_message_names_the_problem() -> None:
     assert "unknown key(s): extra, more" in bad_frame({"type": "ping", "more": 1, "extra": 2}).message
     assert "'step' must be >= 0" in bad_frame(CANCEL | {"step": -1}).message

@@ -1,4 +1,4 @@
-"""broker/service.py in process, on a memory store that counts its reads: who wakes, who reads.
+"""broker/service/ in process, on a memory store that counts its reads: who wakes, who reads.
 
 A waiting agent call wakes only for what can end its wait, and takes the outcome from the
 notice that carries it; local clients follow a session from numbered notices, reading the
@@ -272,7 +272,7 @@ async def test_a_notice_from_an_older_broker_makes_agents_and_clients_look_again
             cancelled = machine.apply(state, machine.Abort(), state.updated_at)
             assert await store.compare_and_set(cancelled, state.version)
 
-        await broker._on_notice(Notice(sid, state.id, cancelled.version))
+        await broker.fanout.on_notice(Notice(sid, state.id, cancelled.version))
 
         status, body = await asyncio.wait_for(call, DEADLINE)
         assert status == 200 and body["details"]["status"] == "cancelled"
@@ -289,7 +289,7 @@ async def test_a_waiting_agent_whose_outcome_notice_is_lost_hears_of_it_at_the_r
         await settle()
         assert not call.done()
 
-        await broker._reconcile()
+        await broker.fanout.reconcile()
 
         status, body = await asyncio.wait_for(call, DEADLINE)
         assert status == 200 and body["details"]["status"] == "cancelled"
@@ -305,8 +305,8 @@ async def test_reconciliation_leaves_waiting_agents_alone_when_every_write_was_h
         await settle()
         store.reset()
 
-        await broker._reconcile()
-        await broker._reconcile()
+        await broker.fanout.reconcile()
+        await broker.fanout.reconcile()
         await settle()
 
         assert not call.done()
@@ -578,7 +578,7 @@ async def test_a_session_that_fails_to_reconcile_does_not_keep_the_others_behind
         # The broken session comes first in the reconciliation's round.
         assert list(broker.hubs)[:2] == [broken, behind]
 
-        await broker._reconcile()
+        await broker.fanout.reconcile()
 
         assert (await client.next("question"))["questionnaireId"] == state.id
 
@@ -594,7 +594,7 @@ async def test_reconciliation_reads_only_the_sessions_behind_the_store() -> None
         await settle()
         store.reset()
 
-        await broker._reconcile()
+        await broker.fanout.reconcile()
 
         assert (await behind_client.next("question"))["questionnaireId"] == lost.id
         assert store.reads["head"] == 1
@@ -652,7 +652,7 @@ async def test_a_command_that_loses_every_compare_and_set_is_a_conflict_and_chan
 
         store.commit = always_lost  # type: ignore[method-assign]  # (another writer always wins)
         with pytest.raises(BrokerError) as refused:
-            await broker.update(state.session_id, state.id, machine.Abort())
+            await broker.writer.update(state.session_id, state.id, machine.Abort())
         assert refused.value.code == "conflict"
         assert refused.value.message == f"questionnaire: {state.id} is changing too fast; try again"
         assert await store.load(state.session_id, state.id) == state

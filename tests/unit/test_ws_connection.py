@@ -13,6 +13,8 @@ import json
 from dataclasses import replace
 from typing import Any
 
+import pytest
+
 from broker import ws
 from broker.auth import mint_token
 from broker.config import Config
@@ -201,6 +203,32 @@ async def test_frames_after_the_hello_wait_for_the_join() -> None:
     client.received(json.dumps({"type": "ping", "ref": 1}))
     await settle(client)
     assert [f["type"] for f in socket.written] == ["welcome", "idle", "pong"]
+
+
+@pytest.mark.parametrize(
+    ("first", "closed_with"),
+    [
+        ({"type": "hello"}, (CloseCode.BAD_TOKEN, "missing token: hello 'token' must be a string")),
+        ({"type": "hello", "token": 5}, (CloseCode.BAD_TOKEN, "missing token: hello 'token' must be a string")),
+        ({"type": "hello", "token": "t", "x": 1}, (CloseCode.PROTOCOL_VIOLATION, "hello frame has unknown key(s): x")),
+        ({"type": "hello", "token": "t", "client": 1}, (CloseCode.PROTOCOL_VIOLATION, "hello 'client' must be a map")),
+        (
+            {"type": "hello", "token": "t", "ref": True},
+            (CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello"),
+        ),
+        ({"type": "cancel", "step": 0}, (CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")),
+        ({"type": "ping"}, (CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")),
+        (["hello"], (CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")),
+    ],
+    ids=["no-token", "token-a-number", "unknown-key", "client-not-a-map", "bad-ref", "bad-cancel", "ping", "list"],
+)
+async def test_a_bad_first_frame_closes_with_the_code_for_what_is_wrong(
+    first: Any, closed_with: tuple[int, str]
+) -> None:
+    client, socket, _ = await connection()
+    client.received(json.dumps(first))
+    await settle(client)
+    assert socket.closed_with == closed_with
 
 
 async def test_no_hello_in_time_closes_4408() -> None:

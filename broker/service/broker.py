@@ -1,0 +1,219 @@
+"""``Broker``: what the HTTP and websocket adapters call, and what it is made of.
+
+Every command (an agent's call, a client's frame) runs the same way: its questionnaire's
+state is loaded from the store (or taken from what the session's hub shows), the core's
+transition runs on it, and the result is written back by compare-and-set, re-run against
+the newer state on a lost race (``Writer``); then every interested connection is told, on
+this process at once and on the others through the store's notices (``Fanout``). An agent
+call then waits for an outcome (``AgentWaits``); background loops catch up on missed
+notices and keep this process's clients present (``Background``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+from broker.config import Config
+from broker.core import frames, machine, results
+from broker.core.errors import BrokerError, invalid
+from broker.core.machine import Questionnaire
+from broker.core.model import Question, ResumeInput
+from broker.metrics import Metrics
+from broker.service.fanout import Fanout
+from broker.service.hubs import Connection, Encoded, SessionHub
+from broker.service.loops import Background, presence_ttl
+from broker.service.waits import AgentWaits
+from broker.service.writes import Writer
+from broker.store.base import Store, StoreUnavailable
+
+log = logging.getLogger("qbroker.service")
+
+
+class Broker:
+    """The broker of one process: its life cycle, the agent API's calls, client commands."""
+
+    def __init__(self, config: Config, store: Store, clock: Callable[[], float] = time.time) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.shutting_down = asyncio.Event()
+        self.metrics = Metrics()
+        self.fanout = Fanout(store, self.metrics, clock)
+        self.hubs: dict[str, SessionHub] = self.fanout.hubs  # the fan-out's dict itself, not a copy
+        self.writer = Writer(store, self.metrics, clock, self.hubs)
+        self.waits = AgentWaits(config, store, clock, self.fanout, self.writer, self.shutting_down)
+        self.background = Background(config, store, clock, self.fanout)
+
+    # --- life cycle ------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self.waits.loop = asyncio.get_running_loop()
+        await self.store.start(self.fanout.on_notice, self.fanout.on_reconnect)
+        self.background.start()
+
+    @property
+    def waiting_agent_calls(self) -> int:
+        """Agent calls waiting here for an outcome, read off the hubs when asked (a scrape)."""
+        return sum(hub.waiters for hub in self.hubs.values())
+
+    def render_metrics(self) -> bytes:
+        self.metrics.agent_calls.value = self.waiting_agent_calls
+        self.metrics.notices_connected.value = 1 if self.store.notices_connected else 0
+        return self.metrics.render()
+
+    def begin_shutdown(self) -> None:
+        """Stop waiting: agent calls in flight answer 202 at once so they re-attach elsewhere."""
+        self.shutting_down.set()
+        for hub in self.hubs.values():
+            hub.poke()
+
+    async def stop(self) -> None:
+        self.begin_shutdown()
+        await self.background.stop()
+        now = self.clock()
+        for hub in list(self.hubs.values()):
+            for client_id in list(hub.clients):
+                with contextlib.suppress(StoreUnavailable, Exception):
+                    await self.store.leave(hub.session_id, client_id, now)
+        await self.store.close()
+
+    # --- agent side ------------------------------------------------------------------
+
+    async def start_questionnaire(
+        self, session_id: str, questions: tuple[Question, ...], idempotency_key: str | None, wait: float
+    ) -> tuple[int, dict[str, Any]]:
+        async def write() -> Questionnaire:
+            fresh = machine.start(str(uuid.uuid4()), session_id, questions, self.clock())
+            stored = await self.store.create(fresh, idempotency_key)
+            if stored.id == fresh.id:
+                self.metrics.started.inc()
+                log.info(
+                    "questionnaire started",
+                    extra={"session": session_id, "questionnaire": stored.id, "questions": len(questions)},
+                )
+            elif stored.questions != questions:
+                # The key names another questionnaire: a retry repeats its call, so this is
+                # a reused key, and handing back the other one would answer the wrong questions.
+                raise invalid(
+                    f"the Idempotency-Key was already used in this session for questionnaire {stored.id},"
+                    " whose questions differ; a retry must repeat the same questions (use a new key"
+                    " for a new questionnaire)"
+                )
+            else:
+                log.info(
+                    "idempotent start re-attached",
+                    extra={"session": session_id, "questionnaire": stored.id},
+                )
+            return stored
+
+        return await self.waits.write_and_wait(session_id, write, wait)
+
+    async def resume(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
+        async def write() -> Questionnaire:
+            state = await self.writer.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
+            log.info(
+                "questionnaire resumed",
+                extra={"session": session_id, "questionnaire": state.id, "revision": state.revision},
+            )
+            return state
+
+        return await self.waits.write_and_wait(session_id, write, wait)
+
+    async def abort(self, session_id: str, questionnaire_id: str) -> tuple[int, dict[str, Any]]:
+        try:
+            state = await self.writer.update(session_id, questionnaire_id, machine.Abort())  # (logged there)
+        except BrokerError as exc:
+            if exc.code != "questionnaire_closed":
+                raise
+            state = await self.writer.load(session_id, questionnaire_id)
+        return 200, results.tool_result(state)
+
+    async def wait_for_outcome(self, session_id: str, questionnaire_id: str, wait: float) -> tuple[int, dict[str, Any]]:
+        """200 with the tool result as soon as there is an outcome; 202 when ``wait`` runs out."""
+        return await self.waits.wait_for_outcome(session_id, questionnaire_id, wait)
+
+    # --- client side -----------------------------------------------------------------
+
+    async def join(self, connection: Connection) -> None:
+        """A client said a valid hello: count it present and show it the current state."""
+        hub = self.fanout.hub(connection.session_id)
+        now = self.clock()
+        hub.joining += 1
+        try:
+            # Presence is checked before this client counts, so a questionnaire whose grace
+            # ran out while nobody was there is closed rather than shown again.
+            for questionnaire_id in await self.store.queue(connection.session_id):
+                state = await self.store.load(connection.session_id, questionnaire_id)
+                if state is not None:
+                    await self.waits.enforce_availability(state)
+            await self.store.heartbeat(connection.session_id, connection.client_id, presence_ttl(self.config), now)
+            await self.fanout.ensure_subscribed(hub, every_write=True)
+            connection.deliver(Encoded(frames.welcome(connection.client_id, connection.session_id)))
+            await self.fanout.refresh(hub, newcomer=connection)
+        finally:
+            hub.joining -= 1
+            if connection.client_id not in hub.clients:
+                self.fanout.release(hub)  # the join failed (store unavailable): drop an empty hub
+        self.metrics.connections.inc()
+        # Joins and leaves are debug: one of each per connection would drown the info log;
+        # qbroker_client_connections counts them.
+        log.debug("client joined", extra={"session": connection.session_id, "client": connection.client_id})
+
+    async def leave(self, connection: Connection) -> None:
+        hub = self.hubs.get(connection.session_id)
+        if hub is None or hub.clients.pop(connection.client_id, None) is None:
+            return
+        self.metrics.connections.dec()
+        with contextlib.suppress(StoreUnavailable):
+            await self.store.leave(connection.session_id, connection.client_id, self.clock())
+        if not hub.clients:
+            hub.poke()  # waiting agent calls recompute when nobody-is-there runs out
+        self.fanout.release(hub)
+        log.debug("client left", extra={"session": connection.session_id, "client": connection.client_id})
+
+    def local_clients(self, session_id: str) -> int:
+        hub = self.hubs.get(session_id)
+        return len(hub.clients) + hub.joining if hub else 0  # joining: a burst of hellos counts too
+
+    async def command(self, connection: Connection, frame: frames.CommandFrame) -> None:
+        """Run a client command; on refusal send an ``error`` (and a fresh view if stale)."""
+        hub = self.fanout.hub(connection.session_id)
+        began = time.perf_counter()
+        try:
+            await self._command(hub, connection, frame)
+        finally:
+            self.metrics.frame_timer[frames.frame_type(frame)].observe(time.perf_counter() - began)
+
+    async def _command(self, hub: SessionHub, connection: Connection, frame: frames.CommandFrame) -> None:
+        session_id = connection.session_id
+        command = frame.command
+        try:
+            if hub.shown_id != command.questionnaire_id:
+                await self.fanout.refresh(hub)  # our view may be behind another process's
+            known = hub.shown
+            if known is None or known.id != command.questionnaire_id:
+                raise BrokerError(
+                    "stale_step",
+                    f"questionnaire {command.questionnaire_id} is not the one being shown",
+                )
+            new, written = await self.writer.write(
+                session_id, command.questionnaire_id, command, known=known, shown_by_writer=True
+            )
+        except BrokerError as exc:
+            self.metrics.errors.labels(exc.code).inc()
+            connection.deliver(Encoded(frames.error(exc.code, exc.message, frame.ref)))
+            if exc.code == "stale_step":
+                await self.fanout.refresh(hub)
+                connection.deliver(Encoded(frames.view(hub.shown)))
+            log.debug(
+                "client command refused",
+                extra={"session": session_id, "client": connection.client_id, "code": exc.code},
+            )
+            return
+        await self.fanout.follow_write(hub, new, written)

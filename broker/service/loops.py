@@ -1,0 +1,73 @@
+"""The broker's background loops: the reconciliation tick, and the heartbeats of the clients.
+
+A notice can be missed (pub/sub delivers at most once: one published while the notice
+connection is down is gone); the reconciliation (``Fanout.reconcile``) catches up every
+``reconcile_interval``. A client counts as present (for agent calls on any process) only
+while its heartbeats keep coming, so that the clients of a process that was killed stop
+counting; each process beats for its own clients.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Callable
+
+from broker.config import Config
+from broker.service.fanout import Fanout
+from broker.store.base import Store, StoreUnavailable
+
+log = logging.getLogger("qbroker.service")
+
+
+def presence_ttl(config: Config) -> float:
+    """How long a heartbeat (or a join) keeps a client present: it counts as gone after
+    three missed beats."""
+    return config.heartbeat_interval * 3
+
+
+class Background:
+    """The reconciliation and heartbeat tasks, from ``start`` to ``stop``."""
+
+    def __init__(self, config: Config, store: Store, clock: Callable[[], float], fanout: Fanout) -> None:
+        self.config = config
+        self.store = store
+        self.clock = clock
+        self.fanout = fanout
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        self._tasks.append(asyncio.create_task(self._reconcile_loop(), name="qbroker-reconcile"))
+        self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="qbroker-heartbeat"))
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+
+    async def _reconcile_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.reconcile_interval)
+            try:
+                await self.fanout.reconcile()
+            except StoreUnavailable:
+                log.warning("reconciliation skipped: store unavailable")
+            except Exception:  # noqa: BLE001 - the loop must survive anything
+                log.exception("reconciliation failed")
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            await asyncio.sleep(self.config.heartbeat_interval)
+            now = self.clock()
+            for hub in list(self.fanout.hubs.values()):
+                for client_id in list(hub.clients):
+                    try:
+                        await self.store.heartbeat(hub.session_id, client_id, presence_ttl(self.config), now)
+                    except StoreUnavailable:
+                        log.warning("heartbeat failed: store unavailable")
+                    except Exception:  # noqa: BLE001
+                        log.exception("heartbeat failed")
