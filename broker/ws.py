@@ -430,7 +430,7 @@ class ClientConnection:
             self.close(CloseCode.TRY_AGAIN_LATER, "state store unavailable")
         except Exception:
             log.exception("client connection failed", extra={"session": self.session_id, "client": self.client_id})
-            self.close(1011, "internal error")
+            self.close(CloseCode.INTERNAL_ERROR, "internal error")
         finally:
             self.working = False
             self.worker = None

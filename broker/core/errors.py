@@ -1,7 +1,7 @@
 """One exception root for everything the broker can refuse.
 
 Every ``BrokerError`` carries a ``code`` that is, word for word, an error code on the
-wire (PROTOCOL.md): the HTTP API puts it in ``{"error": {"code", "message"}}`` with the
+wire (docs/protocol.md): the HTTP API puts it in ``{"error": {"code", "message"}}`` with the
 status from ``HTTP_STATUS``; the websocket puts it in an ``error`` frame. User input never
 reaches an ``assert``: it is checked and refused with one of these.
 """

@@ -11,6 +11,7 @@ chains the next, so nothing between a waiter's read of the store and its wait sl
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
@@ -18,6 +19,7 @@ from typing import Any, Final, Protocol
 from broker.core import frames
 from broker.core.frames import Codec
 from broker.core.machine import Questionnaire
+from broker.core.status import CloseCode
 
 log = logging.getLogger("qbroker.service")
 
@@ -35,6 +37,9 @@ class Connection(Protocol):
 
     def deliver(self, *frames: Encoded) -> None:
         """Queue already-encoded frames for sending (several leave in one write); never blocks."""
+
+    def close(self, code: int, reason: str = "") -> None:
+        """Start closing the connection (the client reconnects and is shown the current state)."""
 
 
 class Encoded:
@@ -157,8 +162,13 @@ class SessionHub:
                 connection.deliver(*encoded)
             except Exception:  # deliver must not raise; if it does, the others still get the frames
                 log.exception(
-                    "delivery to a client failed", extra={"session": self.session_id, "client": connection.client_id}
+                    "delivery to a client failed; closing it",
+                    extra={"session": self.session_id, "client": connection.client_id},
                 )
+                # The hub counts this frame as shown: a client that missed it would stay behind
+                # until the next write. Closed, it reconnects and reads the current state.
+                with contextlib.suppress(Exception):
+                    connection.close(CloseCode.INTERNAL_ERROR, "internal error")
 
 
 async def _watch(

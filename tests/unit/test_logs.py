@@ -127,6 +127,9 @@ class _Client:
     def deliver(self, *frames: Encoded) -> None:
         self.frames.extend(frames)
 
+    def close(self, code: int, reason: str = "") -> None:
+        raise AssertionError("not closed here")
+
 
 async def test_a_client_joining_and_leaving_is_logged_at_debug(caplog: pytest.LogCaptureFixture) -> None:
     broker = Broker(Config(client_wait=60.0), MemoryStore())

@@ -96,10 +96,14 @@ class Client:
         self.session_id = session_id
         self.codec: frames.Codec = "json"
         self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self.closed_with: tuple[int, str] | None = None
 
     def deliver(self, *frames: Encoded) -> None:
         for frame in frames:
             self.frames.put_nowait(frame.frame)
+
+    def close(self, code: int, reason: str = "") -> None:
+        self.closed_with = (code, reason)
 
     async def next(self, *types: str) -> dict[str, Any]:
         """The next frame of one of ``types`` (others are skipped)."""
@@ -562,7 +566,12 @@ async def test_a_client_that_fails_to_take_a_frame_does_not_keep_it_from_the_oth
         for client in (first, last):
             assert (await client.next("question"))["questionnaireId"] == state.id
         assert broker.hubs[sid].shown_id == state.id  # the notice was applied in full
-        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == ["delivery to a client failed"]
+        assert [r.getMessage() for r in caplog.records if r.levelname == "ERROR"] == [
+            "delivery to a client failed; closing it"
+        ]
+        # Counted as shown, the frame would never reach it: closed, it reconnects and reads.
+        assert failing.closed_with == (1011, "internal error")
+        assert first.closed_with is None and last.closed_with is None
 
 
 async def test_a_session_that_fails_to_reconcile_does_not_keep_the_others_behind() -> None:
