@@ -31,7 +31,8 @@ MIN_SECRET_BYTES = 32
 warnings.filterwarnings("ignore", message=r"The HMAC key is \d+ bytes long")  # (PyJWT >= 2.10)
 # ``qbroker token --ttl``: a token that nobody asked to keep forever expires after 30 days.
 DEFAULT_TTL = "30d"
-_TTL_RE = re.compile(r"([+-]?)(\d+(?:\.\d*)?|\.\d+)([smhd]?)")
+MAX_TTL = 100 * 365 * 86400.0
+_TTL_RE = re.compile(r"([+-]?)([0-9]+(?:\.[0-9]*)?|\.[0-9]+)([smhd]?)")  # ASCII digits only
 _TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
@@ -68,7 +69,7 @@ def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None) -> s
         raise ValueError("only agent tokens may use the service-wide session '*'")
     claims: dict[str, object] = {"sid": sid, "role": role, "iat": int(time.time())}
     if ttl is not None:
-        claims["exp"] = int(time.time() + ttl)
+        claims["exp"] = math.ceil(time.time() + ttl)  # rounded up: never expired when minted
     return jwt.encode(claims, secret, algorithm="HS256")
 
 
@@ -86,7 +87,9 @@ def parse_ttl(text: str) -> float | None:
         )
     sign, number, unit = match.groups()
     seconds = float(number) * _TTL_UNITS[unit]
-    if sign == "-" or not seconds > 0 or not math.isfinite(seconds):
+    if not math.isfinite(seconds) or seconds > MAX_TTL:
+        raise ValueError(f"must be at most 100 years (use never for no expiry); got {text!r}")
+    if sign == "-" or not seconds > 0:
         raise ValueError(f"must be more than 0 (a token would be born expired), or never; got {text!r}")
     return seconds
 

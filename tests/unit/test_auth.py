@@ -87,6 +87,9 @@ def test_a_ttl_is_seconds_a_number_with_a_unit_or_never(text: str, seconds: floa
         ("inf", "a number of seconds"),
         ("nan", "a number of seconds"),
         ("forever", "a number of seconds"),
+        ("\u0661\u0662", "a number of seconds"),  # Arabic-Indic digits: not a number here
+        ("9" * 400, "at most 100 years"),
+        ("36501d", "at most 100 years"),
     ],
 )
 def test_a_ttl_that_is_not_one_is_refused_saying_what_it_must_be(text: str, says: str) -> None:
@@ -168,3 +171,8 @@ def test_a_secret_generated_by_token_itself_is_pointed_out(
     assert f"one was generated in {tmp_path / 'secret'}" in err
     # The second time the secret is there already: nothing to point out.
     assert token_command(["--data-dir", str(tmp_path)], capsys, monkeypatch)[2] == ""
+
+
+def test_a_token_of_under_a_second_is_not_expired_when_minted() -> None:
+    token = mint_token("s" * 32, "s1", "client", ttl=0.4)
+    assert verify_token("s" * 32, token, role="client").exp is not None  # not "token expired"
