@@ -128,6 +128,9 @@ class Session:
         self.finished: set[str] = set()
         self.orphans: list[asyncio.Task[None]] = []
         self.rounds = 0
+        # The highest step any bot of the session was shown, per questionnaire: a bot that says
+        # hello after that is shown at least that step (its broker reads the store after it).
+        self.steps_seen: dict[str, int] = {}
 
     # --- shared view for the bots ----------------------------------------------------
 
@@ -423,6 +426,7 @@ class Bot:
                 max_size=1 << 20,
                 ping_interval=None,
             )
+        floor = dict(self.session.steps_seen)  # what the session's bots were shown before this hello
         await self.send(
             {
                 "type": "hello",
@@ -435,6 +439,11 @@ class Bot:
             view = await self.receive()
         if welcome.get("type") != "welcome" or welcome.get("sessionId") != self.session.sid:
             self.session.mismatch(f"first frame is not a welcome for this session: {welcome!r}")
+        qid, step = view.get("questionnaireId"), view.get("step")
+        if isinstance(qid, str) and isinstance(step, int) and step < floor.get(qid, step):
+            self.session.mismatch(
+                f"the view after a hello shows {qid} at step {step}, one of its bots saw {floor[qid]}"
+            )
         await self.joined(view, in_churn=in_churn)
 
     async def joined(self, view: dict[str, Any], *, in_churn: bool = False) -> None:
@@ -593,6 +602,8 @@ class Bot:
                 return
             step = max(step, seen[1])
         self.seen = (qid, step)
+        steps = self.session.steps_seen
+        steps[qid] = max(step, steps.get(qid, step))
 
     def on_closed(self, frame: dict[str, Any], now: float) -> None:
         qid = frame.get("questionnaireId")

@@ -522,3 +522,57 @@ async def test_a_draft_in_doubt_does_not_excuse_another_draft_in_the_view() -> N
     await bot.joined(play.view())
 
     assert len(_mismatches(session)) == 1
+
+
+class _Socket:
+    """A websocket as a bot uses it: hands out ``incoming`` frames, then the connection dies."""
+
+    def __init__(self, *incoming: dict[str, Any]) -> None:
+        self.incoming = list(incoming)
+        self.sent: list[dict[str, Any]] = []
+
+    async def send(self, data: str) -> None:
+        self.sent.append(orjson.loads(data))
+
+    async def recv(self) -> str:
+        if not self.incoming:
+            raise ConnectionClosed(None, None)
+        return orjson.dumps(self.incoming.pop(0)).decode()
+
+    async def close(self) -> None:
+        pass
+
+
+async def test_a_draft_whose_echo_never_came_is_in_doubt_not_expected() -> None:
+    plan = _plan()  # its first question has a draft to send
+    session, bot, _ = _two_bots(plan)
+    assert session.round is not None and plan.drafts[0] is not None
+    bot.ws = _Socket()  # type: ignore[assignment]  # the draft goes out; the connection dies before its echo
+
+    with pytest.raises(ConnectionClosed):
+        await bot.churn(session.round, "qn-1", 0, 0)
+
+    assert bot.ws.sent[0]["type"] == "draft"  # type: ignore[union-attr]
+    assert session.round.expect.draft is None  # unknown until a view shows it
+    assert bot.draft_in_doubt == ("qn-1", 0, plan.drafts[0].expected)
+
+
+@pytest.mark.parametrize(("shown", "mismatches"), [(3, 0), (4, 0), (2, 1)])
+async def test_the_view_after_a_hello_is_at_least_the_step_a_bot_of_the_session_saw(
+    monkeypatch: pytest.MonkeyPatch, shown: int, mismatches: int
+) -> None:
+    plan = _plan()
+    session, _, bot = _two_bots(plan)
+    session.steps_seen["qn-1"] = 3
+    view = {**_Frames(plan).view(), "step": shown}
+    socket = _Socket({"type": "welcome", "sessionId": "sess"}, view)
+
+    async def connect(*args: Any, **kwargs: Any) -> _Socket:
+        return socket
+
+    monkeypatch.setattr("clients.bots.run.websockets.connect", connect)
+    _recording(bot)
+
+    await bot.connect()
+
+    assert len(_mismatches(session)) == mismatches
