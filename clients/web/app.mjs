@@ -1,0 +1,148 @@
+/* qbroker browser client: the page's entry point, which puts the parts together.
+ *
+ * Native ES modules, no build step, no dependencies. The page joins one session over the
+ * broker's websocket (subprotocol qbroker.v1.json) and shows the session's current
+ * questionnaire one question at a time.
+ *
+ *   pure (no DOM, no socket, no timers; tests/web/ runs them under node --test):
+ *     state.mjs          what is shown and what each frame and action does to it
+ *     answer.mjs         the answer being made to the question shown, and its rules
+ *     messages.mjs       what the page says about error codes and ended questionnaires
+ *     reconnect.mjs      what a close means, and the backoff
+ *     link.mjs           the session link in the URL fragment, the websocket's URL
+ *     text.mjs           counting characters as the broker does, phrasing
+ *   in the browser:
+ *     connection.mjs     the websocket: handshake, pings, reconnecting
+ *     view.mjs           the screens and the top bar
+ *     question-view.mjs  the question card; parts.mjs what it shares with the wait
+ *     cancel-dialog.mjs  the confirmation before cancelling
+ *     notices.mjs        toasts and screen-reader announcements
+ *     dom.mjs            $() and h()
+ *
+ * Everything the person or the broker does goes through `apply(model.something(...))`:
+ * the state changes, its frames go out, the screen follows, and the one deadline the state
+ * keeps (a draft to save, a wait that must not hang) gets a timer.
+ */
+
+import { createCancelDialog } from "./cancel-dialog.mjs";
+import { createConnection } from "./connection.mjs";
+import { $ } from "./dom.mjs";
+import { linkProblem, parseFragment, websocketUrl } from "./link.mjs";
+import { announce, toast } from "./notices.mjs";
+import { PageState } from "./state.mjs";
+import { createView } from "./view.mjs";
+
+let model = new PageState();
+let connection = null;
+let deadline = { at: null, timer: null };
+
+const now = () => Date.now();
+
+const actions = {
+  pick: (optionId) => apply(model.pick(optionId, now())),
+  toggleOther: () => apply(model.toggleOther(now())),
+  closeOther: (refocus) => apply(model.closeOther(refocus, now())),
+  typeOther: (text) => apply(model.typeOther(text, now())),
+  submitOther: () => apply(model.submitOther(now())),
+  submitMulti: () => apply(model.submitMulti(now())),
+  toggleClarify: () => apply(model.toggleClarify()),
+  closeClarify: (refocus) => apply(model.closeClarify(refocus)),
+  typeClarify: (text) => apply(model.typeClarify(text)),
+  sendClarify: () => apply(model.sendClarify(now())),
+  openCancel: (opener) => apply(model.openCancel(), opener),
+  closeCancel: () => apply(model.closeCancel()),
+  cancelDialogClosed: () => { if (model.cancelFor !== null) apply(model.closeCancel()); },
+  confirmCancel: () => apply(model.confirmCancel(now())),
+  dismissEndedNote: () => model.dismissEndedNote(), // the note removes itself
+  tryAgain: () => {
+    apply(model.loading());
+    if (connection) connection.restart();
+  },
+};
+
+const view = createView(actions);
+const dialog = createCancelDialog(actions);
+
+function apply(out, opener) {
+  let refresh = out.refresh;
+  for (const frame of out.send) {
+    if (connection && connection.send(frame)) continue;
+    const undone = model.unsent(frame);
+    if (undone.refresh && refresh !== "question") refresh = undone.refresh;
+  }
+  if (out.dialog === "close") dialog.close(); // before a new screen, so that its focus can move
+  view.render(model, refresh);
+  if (out.dialog === "open") dialog.open(opener);
+  if (out.focus) view.focus(out.focus);
+  if (out.fieldError) view.fieldError(out.fieldError.kind, out.fieldError.text);
+  if (out.hint !== null) view.hint(out.hint);
+  out.toasts.forEach(toast);
+  if (out.announce) announce(out.announce);
+  if (out.newQuestion) view.flagTitle();
+  if (out.unknown !== null && window.console) console.warn("qbroker: ignoring unknown frame type", out.unknown);
+  armDeadline();
+}
+
+/** One timer, for the state's next deadline. */
+function armDeadline() {
+  const at = model.nextDeadline();
+  if (at === deadline.at) return;
+  if (deadline.timer) window.clearTimeout(deadline.timer);
+  deadline = { at, timer: null };
+  if (at === null) return;
+  deadline.timer = window.setTimeout(() => {
+    deadline = { at: null, timer: null };
+    apply(model.tick(Math.max(now(), at))); // a timer may fire a hair early by the wall clock
+  }, Math.max(0, at - now()));
+}
+
+function onStatus(state, text, detail) {
+  model.connection(state);
+  view.showConnection(model, state, text, detail);
+}
+
+/** (Re)start from the link in the fragment: at load, and whenever the fragment changes. */
+function start() {
+  if (connection) {
+    connection.stop();
+    connection = null;
+  }
+  if (deadline.timer) window.clearTimeout(deadline.timer);
+  deadline = { at: null, timer: null };
+  model = new PageState(); // a new session: nothing of the last one applies
+  dialog.close(); // whatever it was about is not on screen any more
+  const params = parseFragment(window.location.hash);
+  const problem = linkProblem(params, window.location.search);
+  if (problem) {
+    apply(model.setup(params, problem));
+    onStatus("failed", "No session");
+    return;
+  }
+  view.showSession(params.session);
+  apply(model.loading());
+  connection = createConnection({
+    url: websocketUrl(params.session, window.location.href),
+    token: params.token,
+    onStatus,
+    onFrame: (frame) => apply(model.receive(frame, now(), view.otherFocused())),
+    onClose: (code, reason) => apply(model.disconnected(code, reason)),
+    onUnreadable: () => toast({ kind: "error", title: "Unreadable message",
+      text: "The broker sent something this page could not parse." }),
+  });
+  connection.connect();
+}
+
+function retryNow() {
+  if (connection) connection.retryNow();
+}
+
+$("conn-retry").addEventListener("click", retryNow);
+window.addEventListener("hashchange", start);
+window.addEventListener("online", retryNow);
+document.addEventListener("visibilitychange", () => {
+  if (!document.hidden) {
+    view.unflagTitle();
+    retryNow();
+  }
+});
+start();

@@ -1,0 +1,242 @@
+/* The page's screens (loading, setup, fatal, idle, the question, the wait) and the top bar,
+ * drawn from the state (state.mjs). A screen is built when the state says a new one is due
+ * (its `screen` counter moved); otherwise the one shown is updated in place. */
+
+import { $, h } from "./dom.mjs";
+import { formProblem, fragmentFor } from "./link.mjs";
+import { endedNoteNode, offlineBanner, progressNode } from "./parts.mjs";
+import { questionCard, updateDraftState, updateQuestion } from "./question-view.mjs";
+
+const CARDS = ".question-card, .waiting-card";
+
+/** `actions`: what the page's controls do (see app.mjs). */
+export function createView(actions) {
+  let shownModel = null; // the state and screen the page shows
+  let shownScreen = -1;
+  let titleBase = "";
+  let titleFlag = false;
+
+  function setView(name, node, title) {
+    const main = $("main");
+    main.setAttribute("data-view", name);
+    main.replaceChildren(node);
+    document.title = title;
+    titleBase = title;
+  }
+
+  function mainFocusIfLost() {
+    const active = document.activeElement;
+    if (!active || active === document.body || !document.contains(active)) $("main").focus({ preventScroll: true });
+  }
+
+  function focusFirst(selector) {
+    // Keyboard-first: the highlight starts on the first option, as in the terminal client.
+    // Not on touch screens, where a focus ring on an untouched button is only noise.
+    if (window.matchMedia && window.matchMedia("(pointer: coarse)").matches) return;
+    const el = document.querySelector(selector);
+    if (el && !$("cancel-dialog").open) {
+      try { el.focus({ preventScroll: true }); } catch (e) { el.focus(); }
+    }
+  }
+
+  function updateOfflineBanner(model) {
+    const banner = $("offline-banner");
+    if (banner) banner.hidden = !model.offlineBannerShown();
+  }
+
+  function syncBusy(model) {
+    document.body.classList.toggle("is-busy", !!model.busy);
+    const card = document.querySelector(CARDS);
+    if (!card) return;
+    if (model.busy) card.setAttribute("aria-busy", "true");
+    else card.removeAttribute("aria-busy");
+  }
+
+  function loadingScreen() {
+    return h("section", { class: "panel panel-center", "aria-busy": "true" },
+      h("div", { class: "spinner", "aria-hidden": "true" }),
+      h("p", { class: "panel-text", text: "Connecting to the broker…" }));
+  }
+
+  function setupScreen(info) {
+    const example = window.location.origin + window.location.pathname + "#session=SESSION_ID&token=CLIENT_TOKEN";
+    const sessionInput = h("input", { id: "setup-session", type: "text", autocomplete: "off", spellcheck: "false",
+      value: info.session, required: true, "aria-describedby": "setup-session-help" });
+    const tokenInput = h("input", { id: "setup-token", type: "password", autocomplete: "off", spellcheck: "false",
+      value: info.token, required: true });
+    const error = h("p", { class: "field-error", id: "setup-error", role: "alert" });
+    const form = h("form", { class: "setup-form", novalidate: true, onsubmit: (e) => {
+      e.preventDefault();
+      const sid = sessionInput.value.trim();
+      const tok = tokenInput.value.trim();
+      const problem = formProblem(sid, tok);
+      if (problem) {
+        error.textContent = problem.text;
+        (problem.field === "session" ? sessionInput : tokenInput).focus();
+        return;
+      }
+      window.location.hash = fragmentFor(sid, tok); // the page starts over on hashchange
+    } },
+      h("div", { class: "field" },
+        h("label", { for: "setup-session", text: "Session id" }), sessionInput,
+        h("span", { class: "field-help", id: "setup-session-help", text: "1–128 letters, digits or . _ : -" })),
+      h("div", { class: "field" }, h("label", { for: "setup-token", text: "Client token" }), tokenInput),
+      error,
+      h("button", { type: "submit", class: "btn btn-primary", text: "Join session" }));
+
+    return h("section", { class: "panel setup", "aria-labelledby": "setup-title" },
+      h("h1", { class: "panel-title", id: "setup-title", text: "Open this page with a session link" }),
+      h("p", { class: "panel-text", text: info.hint }),
+      h("p", { class: "panel-text", text: "The link names the session and carries a client token after the # sign:" }),
+      h("pre", { class: "code" }, h("code", { text: example })),
+      h("p", { class: "panel-text" }, "The broker prints a ready-to-use link when it starts. To make one yourself, mint a token with ",
+        h("code", { text: "qbroker token --session SESSION_ID --role client" }),
+        ". The part after # is never sent in a web request, so it stays out of server logs; the page hands the token to the broker only inside its live connection."),
+      h("details", { class: "setup-details" },
+        h("summary", { text: "Or enter them here" }), form));
+  }
+
+  function fatalScreen(info) {
+    return h("section", { class: "panel panel-center fatal", role: "alert", "aria-labelledby": "fatal-title" },
+      h("div", { class: "fatal-icon", "aria-hidden": "true", text: "!" }),
+      h("h1", { class: "panel-title", id: "fatal-title", text: info.title }),
+      h("p", { class: "panel-text", text: info.text }),
+      info.reason ? h("p", { class: "panel-text muted" }, "Broker said: ", h("q", { text: info.reason })) : null,
+      info.noRetry ? null : h("button", { type: "button", class: "btn btn-secondary", text: "Try again",
+        onclick: () => actions.tryAgain() }));
+  }
+
+  function idleScreen(model) {
+    const note = model.idleNote();
+    return h("section", { class: "panel panel-center idle", "aria-labelledby": "idle-title" },
+      h("div", { class: "idle-art", "aria-hidden": "true" }, h("span"), h("span"), h("span")),
+      h("h1", { class: "panel-title", id: "idle-title", text: "Waiting for questions" }),
+      h("p", { class: "panel-text", text: "When the agent asks you something it appears here straight away. Keep this page open." }),
+      note ? h("p", { class: "idle-note", "data-status": note.status, text: note.text }) : null);
+  }
+
+  function waitingCard(model) {
+    const w = model.waiting();
+    return h("article", { class: "card waiting-card", "aria-labelledby": "waiting-title" },
+      offlineBanner(),
+      endedNoteNode(model, model.suspended.questionnaireId, () => actions.dismissEndedNote()),
+      w.questionFrame ? progressNode(w.questionFrame) : null,
+      h("div", { class: "waiting" },
+        h("div", { class: "waiting-spinner", "aria-hidden": "true" }, h("span"), h("span"), h("span")),
+        h("h1", { class: "waiting-title", id: "waiting-title", text: "Waiting for the agent…" }),
+        h("p", { class: "panel-text", text: "You asked about " + (w.label ? "“" + w.label + "”" : "this question") + w.place + ":" }),
+        h("blockquote", { class: "waiting-request", text: w.request }),
+        h("p", { class: "panel-text muted",
+          text: "The agent is preparing an answer. The same question comes back here with its reply, and your selections so far are kept." })),
+      h("div", { class: "secondary-actions" },
+        h("button", { type: "button", class: "btn btn-ghost btn-ghost-danger", id: "cancel-open",
+          text: "Cancel questionnaire", onclick: (e) => actions.openCancel(e.currentTarget) })));
+  }
+
+  function build(model) {
+    const title = model.title();
+    switch (model.view) {
+      case "setup":
+        setView("setup", setupScreen(model.setupInfo), title);
+        break;
+      case "fatal":
+        setView("fatal", fatalScreen(model.fatalInfo), title);
+        break;
+      case "idle": {
+        const active = document.activeElement;
+        setView("idle", idleScreen(model), title);
+        if (active && active !== document.body && !document.contains(active)) $("main").focus({ preventScroll: true });
+        break;
+      }
+      case "question":
+        setView("question", questionCard(model, actions), title);
+        updateQuestion(model);
+        updateOfflineBanner(model);
+        window.scrollTo(0, 0);
+        focusFirst(model.answer.multi ? ".options .option[aria-pressed='true'], .options .option" : ".options .option");
+        break;
+      case "suspended":
+        setView("suspended", waitingCard(model), title);
+        updateOfflineBanner(model);
+        window.scrollTo(0, 0);
+        mainFocusIfLost();
+        break;
+      default:
+        setView("loading", loadingScreen(), title);
+    }
+  }
+
+  return {
+    /** Build the screen the state asks for, or bring the one shown up to date:
+     * `refresh` is the state's ("question", "draft" or null). */
+    render(model, refresh) {
+      if (model !== shownModel || model.screen !== shownScreen) {
+        shownModel = model;
+        shownScreen = model.screen;
+        build(model);
+      } else if (refresh === "question") {
+        updateQuestion(model);
+      } else if (refresh === "draft") {
+        updateDraftState(model);
+      }
+      syncBusy(model);
+    },
+
+    /** The top bar. `text` is the state, in a live region: it is only written when it
+     * changes, so a screen reader hears it once. `detail` (the reconnect countdown) sits
+     * outside the live region. */
+    showConnection(model, state, text, detail) {
+      $("conn").setAttribute("data-state", state);
+      const live = $("conn-text");
+      if (live.textContent !== text) live.textContent = text;
+      $("conn-detail").textContent = detail || "";
+      $("conn-retry").hidden = !(state === "waiting" || state === "offline");
+      document.body.classList.toggle("is-disconnected", state !== "connected");
+      if (document.querySelector(CARDS)) updateOfflineBanner(model);
+    },
+
+    showSession(sid) {
+      const name = $("session-name");
+      name.hidden = false;
+      name.textContent = sid;
+      name.title = "Session " + sid;
+    },
+
+    focus(id) {
+      const el = $(id);
+      if (el) el.focus();
+    },
+
+    fieldError(kind, text) {
+      const err = $(kind + "-error");
+      if (err) err.textContent = text;
+      const input = $(kind + "-input");
+      if (input) input.focus();
+    },
+
+    hint(text) {
+      const el = $("continue-hint");
+      if (el) el.textContent = text;
+    },
+
+    otherFocused() {
+      const input = $("other-input");
+      return !!input && document.activeElement === input;
+    },
+
+    /** A new question in a background tab: "● " in front of the title until it is seen. */
+    flagTitle() {
+      if (document.hidden && titleBase) {
+        titleFlag = true;
+        document.title = "● " + titleBase;
+      }
+    },
+
+    unflagTitle() {
+      if (titleFlag && titleBase) {
+        document.title = titleBase;
+        titleFlag = false;
+      }
+    },
+  };
+}
