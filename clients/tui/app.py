@@ -40,8 +40,6 @@ from clients.tui.model import (
 if TYPE_CHECKING:
     from prompt_toolkit.application import Application
 
-SUBPROTOCOL = "qbroker.v1.json"
-
 STYLE: dict[str, str] = {
     "header": "bg:#303446 #c6d0f5",
     "header.brand": "bg:#8caaee #232634 bold",
@@ -145,6 +143,8 @@ class Connection:
         from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
         from websockets.typing import Subprotocol
 
+        from broker.core.frames import JSON_SUBPROTOCOL  # here, as websockets is: the codecs load on connecting
+
         attempt = 0
         while True:
             self.model.connecting(attempt)
@@ -153,15 +153,15 @@ class Connection:
             try:
                 async with connect(
                     self.url,
-                    subprotocols=[Subprotocol(SUBPROTOCOL)],
+                    subprotocols=[Subprotocol(JSON_SUBPROTOCOL)],
                     open_timeout=10,
                     close_timeout=2,
                     max_size=1 << 20,
                     ping_interval=15,
                     ping_timeout=15,
                 ) as ws:
-                    if ws.subprotocol != SUBPROTOCOL:
-                        reason = "the server did not accept the qbroker.v1.json subprotocol"
+                    if ws.subprotocol != JSON_SUBPROTOCOL:
+                        reason = f"the server did not accept the {JSON_SUBPROTOCOL} subprotocol"
                         raise ConnectionError(reason)
                     hello = {
                         "type": "hello",

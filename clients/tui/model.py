@@ -32,31 +32,32 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote, urlsplit, urlunsplit
 
+from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
+from broker.core.status import CloseCode
 from clients.tui.text import cells, clean, hard_wrap, truncate, wrap
 
 Frame = dict[str, Any]
 Fragment = tuple[str, str]
 Line = list[Fragment]
 
-OTHER_LIMIT = 2000
-CLARIFY_LIMIT = 1000
 SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 
 # Close codes after which reconnecting cannot help: show the reason and exit non-zero.
 FATAL_CLOSE_CODES: dict[int, str] = {
-    4400: "the broker rejected the connection",
-    4401: "the broker refused the token",
-    4403: "the token is for another session",
+    CloseCode.PROTOCOL_VIOLATION: "the broker rejected the connection",
+    CloseCode.BAD_TOKEN: "the broker refused the token",
+    CloseCode.WRONG_SESSION: "the token is for another session",
 }
+# 1000, 1006 and 1011 are the websocket's own codes (RFC 6455), which broker.core does not name.
 CLOSE_REASONS: dict[int, str] = {
     1000: "connection closed",
-    1001: "the broker is shutting down",
+    CloseCode.GOING_AWAY: "the broker is shutting down",
     1006: "connection lost",
-    1008: "rate limit exceeded",
-    1009: "a frame was too large",
+    CloseCode.POLICY_VIOLATION: "rate limit exceeded",
+    CloseCode.MESSAGE_TOO_BIG: "a frame was too large",
     1011: "broker error",
-    1012: "the broker is restarting",
-    4408: "hello timed out",
+    CloseCode.SERVICE_RESTART: "the broker is restarting",
+    CloseCode.HELLO_TIMEOUT: "hello timed out",
 }
 
 ERROR_TEXT: dict[str, str] = {
@@ -179,7 +180,7 @@ class TuiModel:
         self.other: str | None = None  # multi: the additive Other text
         self._last_other = ""  # what was typed last, to edit rather than retype
         self._last_clarify = ""  # an unsent clarification, kept across Esc until sent or the question changes
-        self.input = TextInput(OTHER_LIMIT)
+        self.input = TextInput(MAX_OTHER)
         self.notice: Notice | None = None
         self.busy = False
         self.page = 5
@@ -470,7 +471,7 @@ class TuiModel:
 
     def _open_input(self, mode: Literal["other", "clarify"], text: str) -> None:
         self.mode = mode
-        self.input = TextInput(OTHER_LIMIT if mode == "other" else CLARIFY_LIMIT, text)
+        self.input = TextInput(MAX_OTHER if mode == "other" else MAX_CLARIFICATION, text)
 
     def _open_confirm(self) -> None:
         self._confirm_from = self.view

@@ -7,10 +7,9 @@ from typing import Any, cast
 
 import pytest
 
+from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
 from clients.tui import app as tui
 from clients.tui.model import (
-    CLARIFY_LIMIT,
-    OTHER_LIMIT,
     Mode,
     TextInput,
     TuiModel,
@@ -344,8 +343,8 @@ def test_other_input_is_limited_to_2000_characters() -> None:
     model = connected(question_frame())
     model.highlight = 3
     model.key("enter")
-    model.key("paste", "x" * (OTHER_LIMIT + 50))
-    assert len(model.input.text) == OTHER_LIMIT
+    model.key("paste", "x" * (MAX_OTHER + 50))
+    assert len(model.input.text) == MAX_OTHER
     assert "2000/2000" in screen(model)
     assert "limit is 2000" in screen(model)
 
@@ -428,7 +427,7 @@ def test_clarify_input_is_limited_to_1000_characters() -> None:
     model.highlight = 4
     model.key("enter")
     model.key("paste", "y" * 1500)
-    assert len(model.input.text) == CLARIFY_LIMIT
+    assert len(model.input.text) == MAX_CLARIFICATION
 
 
 def test_suspended_shows_waiting_and_resume_shows_the_agents_response() -> None:
