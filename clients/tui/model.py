@@ -26,39 +26,15 @@ right tab clear_line`` plus ``char`` and ``paste`` with ``data``.
 
 from __future__ import annotations
 
-import random
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import quote, urlsplit, urlunsplit
 
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
-from broker.core.status import CloseCode
 from clients.tui.text import cells, clean, hard_wrap, truncate, wrap
 
 Frame = dict[str, Any]
 Fragment = tuple[str, str]
 Line = list[Fragment]
-
-SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
-
-# Close codes after which reconnecting cannot help: show the reason and exit non-zero.
-FATAL_CLOSE_CODES: dict[int, str] = {
-    CloseCode.PROTOCOL_VIOLATION: "the broker rejected the connection",
-    CloseCode.BAD_TOKEN: "the broker refused the token",
-    CloseCode.WRONG_SESSION: "the token is for another session",
-}
-# 1000, 1006 and 1011 are the websocket's own codes (RFC 6455), which broker.core does not name.
-CLOSE_REASONS: dict[int, str] = {
-    1000: "connection closed",
-    CloseCode.GOING_AWAY: "the broker is shutting down",
-    1006: "connection lost",
-    CloseCode.POLICY_VIOLATION: "rate limit exceeded",
-    CloseCode.MESSAGE_TOO_BIG: "a frame was too large",
-    1011: "broker error",
-    CloseCode.SERVICE_RESTART: "the broker is restarting",
-    CloseCode.HELLO_TIMEOUT: "hello timed out",
-}
 
 ERROR_TEXT: dict[str, str] = {
     "stale_step": "That question changed meanwhile (answered on another screen?) — showing the latest.",
@@ -69,42 +45,6 @@ ERROR_TEXT: dict[str, str] = {
 Mode = Literal["list", "other", "clarify", "confirm"]
 View = Literal["connecting", "idle", "question", "suspended"]
 Conn = Literal["connecting", "connected", "offline"]
-
-
-def validate_session(sid: str) -> str | None:
-    """An error message when ``sid`` is not a valid session id, else None."""
-    if not 1 <= len(sid) <= 128 or not set(sid) <= SESSION_CHARS:
-        return "session ids are 1-128 characters of A-Z a-z 0-9 . _ : -"
-    return None
-
-
-def websocket_url(base: str, sid: str) -> str:
-    """The session's websocket URL from the broker's base ``http(s)://`` URL."""
-    parts = urlsplit(base.strip())
-    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
-    if scheme is None or not parts.netloc:
-        raise ValueError(f"expected an http:// or https:// URL, got {base!r}")
-    path = parts.path.rstrip("/") + f"/v1/sessions/{quote(sid, safe=':')}/ws"
-    return urlunsplit((scheme, parts.netloc, path, "", ""))
-
-
-def backoff_delay(
-    attempt: int, rng: Callable[[], float] = random.random, base: float = 0.5, cap: float = 10.0
-) -> float:
-    """Seconds to wait before reconnect ``attempt`` (0-based): exponential, capped, jittered.
-
-    The ceiling doubles per attempt up to ``cap``; the delay is drawn from the upper half of
-    it ("equal jitter"), so clients that lost the same broker do not return in lockstep.
-    """
-    ceiling = min(cap, base * (2 ** min(attempt, 30)))
-    return float(ceiling / 2 + rng() * ceiling / 2)
-
-
-def describe_close(code: int | None, reason: str = "") -> str:
-    text = FATAL_CLOSE_CODES.get(code or 0) or CLOSE_REASONS.get(code or 0) or "connection closed"
-    if code:
-        text += f" ({code}{': ' + reason if reason else ''})"
-    return text
 
 
 class TextInput:
@@ -1190,14 +1130,4 @@ def _fit(line: Line, width: int) -> Line:
     return out
 
 
-__all__ = [
-    "FATAL_CLOSE_CODES",
-    "Notice",
-    "Row",
-    "TextInput",
-    "TuiModel",
-    "backoff_delay",
-    "describe_close",
-    "validate_session",
-    "websocket_url",
-]
+__all__ = ["Notice", "Row", "TextInput", "TuiModel"]

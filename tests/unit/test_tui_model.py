@@ -9,15 +9,8 @@ import pytest
 
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
 from clients.tui import app as tui
-from clients.tui.model import (
-    Mode,
-    TextInput,
-    TuiModel,
-    backoff_delay,
-    describe_close,
-    validate_session,
-    websocket_url,
-)
+from clients.tui.connection import Connection, backoff_delay, describe_close, validate_session, websocket_url
+from clients.tui.model import Mode, TextInput, TuiModel
 from clients.tui.text import cells
 
 # --- fixtures ------------------------------------------------------------------------
@@ -1001,7 +994,7 @@ def test_a_malformed_question_frame_changes_nothing() -> None:
 
 def test_the_connection_turns_an_unreadable_frame_into_a_notice() -> None:
     model = connected(question_frame())
-    conn = tui.Connection(model, "ws://127.0.0.1:1/x", "t", "n", on_change=lambda: None)
+    conn = Connection(model, "ws://127.0.0.1:1/x", "t", "n", on_change=lambda: None)
     conn._apply({"type": "question", "questionnaireId": "qn-2"})
     assert model.frame is not None and model.frame["questionnaireId"] == "qn-1"
     assert "Could not show a 'question' frame" in screen(model)
