@@ -30,11 +30,11 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
+from clients.tui.lines import Line, center, fit, line_width
 from clients.tui.text import cells, clean, hard_wrap, truncate, wrap
+from clients.tui.text_input import TextInput
 
 Frame = dict[str, Any]
-Fragment = tuple[str, str]
-Line = list[Fragment]
 
 ERROR_TEXT: dict[str, str] = {
     "stale_step": "That question changed meanwhile (answered on another screen?) — showing the latest.",
@@ -45,45 +45,6 @@ ERROR_TEXT: dict[str, str] = {
 Mode = Literal["list", "other", "clarify", "confirm"]
 View = Literal["connecting", "idle", "question", "suspended"]
 Conn = Literal["connecting", "connected", "offline"]
-
-
-class TextInput:
-    """A one-paragraph editable text with a cursor and a length limit (in characters)."""
-
-    def __init__(self, limit: int, text: str = "") -> None:
-        self.limit = limit
-        self.text = text[:limit]
-        self.cursor = len(self.text)
-
-    def insert(self, data: str) -> bool:
-        """Insert at the cursor; returns False when (part of) it did not fit the limit."""
-        data = clean(data)
-        room = self.limit - len(self.text)
-        fits = data[: max(room, 0)]
-        self.text = self.text[: self.cursor] + fits + self.text[self.cursor :]
-        self.cursor += len(fits)
-        return len(fits) == len(data)
-
-    def backspace(self) -> None:
-        if self.cursor > 0:
-            self.text = self.text[: self.cursor - 1] + self.text[self.cursor :]
-            self.cursor -= 1
-
-    def delete(self) -> None:
-        self.text = self.text[: self.cursor] + self.text[self.cursor + 1 :]
-
-    def move(self, delta: int) -> None:
-        self.cursor = max(0, min(len(self.text), self.cursor + delta))
-
-    def home(self) -> None:
-        self.cursor = 0
-
-    def end(self) -> None:
-        self.cursor = len(self.text)
-
-    def clear_line(self) -> None:
-        self.text = self.text[self.cursor :]
-        self.cursor = 0
 
 
 @dataclass(frozen=True)
@@ -583,7 +544,7 @@ class TuiModel:
             body = self._connecting_body(width, body_height, now)
         body = body[:body_height] + [[] for _ in range(body_height - len(body))]
         footer = [self._status_line(width, now), self._help_line(width)]
-        return [_fit(line, width) for line in top + body + footer]
+        return [fit(line, width) for line in top + body + footer]
 
     def _header(self, width: int, now: float) -> Line:
         left: Line = [
@@ -599,10 +560,10 @@ class TuiModel:
         else:
             wait = _seconds_left(self.retry_at, now)
             right = [("class:header.bad", f" ○ offline · retry in {wait}s ")]
-        used = _width(left) + _width(right)
+        used = line_width(left) + line_width(right)
         if used > width:
             left = [left[0]]
-            used = _width(left) + _width(right)
+            used = line_width(left) + line_width(right)
         return left + [("class:header", " " * max(0, width - used))] + right
 
     def _progress(self, width: int) -> Line:
@@ -768,7 +729,7 @@ class TuiModel:
                 line.append(("class:action.cancel", "Cancel questionnaire"))
             if hl:
                 lines = [[(f"{s} {style}" if s else style, t) for s, t in ln] for ln in lines]
-                lines = [ln + [(style, " " * max(0, width - _width(ln)))] for ln in lines]
+                lines = [ln + [(style, " " * max(0, width - line_width(ln)))] for ln in lines]
             blocks.append((r, lines))
         return blocks
 
@@ -863,7 +824,7 @@ class TuiModel:
                 ]
             else:
                 body = [("class:input.text", chunk)]
-            fill = " " * max(0, inner - _width(body))
+            fill = " " * max(0, inner - line_width(body))
             lines.append(
                 [("", "  "), ("class:input.frame", "│ ")]
                 + body
@@ -920,9 +881,9 @@ class TuiModel:
 
     def _idle_body(self, width: int, height: int) -> list[Line]:
         lines: list[Line] = [
-            _center([("class:idle.title", "Waiting for questions")], width),
+            center([("class:idle.title", "Waiting for questions")], width),
             [],
-            _center(
+            center(
                 [
                     (
                         "class:idle.text",
@@ -931,29 +892,29 @@ class TuiModel:
                 ],
                 width,
             ),
-            _center([("class:idle.text", "as soon as the agent asks.")], width),
+            center([("class:idle.text", "as soon as the agent asks.")], width),
         ]
         pad_top = max(0, (height - len(lines)) // 2)
         return [[] for _ in range(pad_top)] + lines
 
     def _connecting_body(self, width: int, height: int, now: float) -> list[Line]:
         if self.fatal_message:
-            lines = [_center([("class:status.error", truncate(f"✗ {self.fatal_message}", width - 4))], width)]
+            lines = [center([("class:status.error", truncate(f"✗ {self.fatal_message}", width - 4))], width)]
         elif self.conn == "offline":
             lines = [
-                _center([("class:idle.title", "Can't reach the broker")], width),
+                center([("class:idle.title", "Can't reach the broker")], width),
                 [],
-                _center([("class:idle.text", truncate(self.offline_reason, width - 4))], width),
-                _center(
+                center([("class:idle.text", truncate(self.offline_reason, width - 4))], width),
+                center(
                     [("class:idle.text", f"Retrying in {_seconds_left(self.retry_at, now)}s…")],
                     width,
                 ),
             ]
         else:
             lines = [
-                _center([("class:idle.title", "Connecting…")], width),
+                center([("class:idle.title", "Connecting…")], width),
                 [],
-                _center([("class:idle.text", truncate(self.endpoint, width - 4))], width),
+                center([("class:idle.text", truncate(self.endpoint, width - 4))], width),
             ]
         pad_top = max(0, (height - len(lines)) // 2)
         return [[] for _ in range(pad_top)] + lines
@@ -1046,7 +1007,7 @@ class TuiModel:
         line: Line = [("class:help", " ")]
         for key, what in keys:
             piece = [("class:help.key", key), ("class:help", f" {what}   ")]
-            if _width(line) + _width(piece) > width:
+            if line_width(line) + line_width(piece) > width:
                 break
             line += piece
         return line
@@ -1105,29 +1066,4 @@ def _seconds_left(deadline: float | None, now: float) -> int:
     return max(0, int(deadline - now + 0.999))
 
 
-def _width(line: Line) -> int:
-    return sum(cells(text) for _, text in line)
-
-
-def _center(line: Line, width: int) -> Line:
-    return [("", " " * max(0, (width - _width(line)) // 2))] + line
-
-
-def _fit(line: Line, width: int) -> Line:
-    """Clip a line to ``width`` cells (the last visible fragment ends in an ellipsis)."""
-    out: Line = []
-    used = 0
-    for style, text in line:
-        w = cells(text)
-        if used + w <= width:
-            out.append((style, text))
-            used += w
-            continue
-        room = width - used
-        if room > 0:
-            out.append((style, truncate(text, room)))
-        break
-    return out
-
-
-__all__ = ["Notice", "Row", "TextInput", "TuiModel"]
+__all__ = ["Notice", "Row", "TuiModel"]

@@ -10,8 +10,9 @@ import pytest
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
 from clients.tui import app as tui
 from clients.tui.connection import Connection, backoff_delay, describe_close, validate_session, websocket_url
-from clients.tui.model import Mode, TextInput, TuiModel
+from clients.tui.model import Mode, TuiModel
 from clients.tui.text import cells
+from clients.tui.text_input import TextInput
 
 # --- fixtures ------------------------------------------------------------------------
 
