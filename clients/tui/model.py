@@ -26,15 +26,13 @@ right tab clear_line`` plus ``char`` and ``paste`` with ``data``.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
 from clients.tui.lines import Line, center, fit, line_width
+from clients.tui.state import Frame, Notice, Row, TuiState
 from clients.tui.text import cells, clean, hard_wrap, truncate, wrap
 from clients.tui.text_input import TextInput
-
-Frame = dict[str, Any]
 
 ERROR_TEXT: dict[str, str] = {
     "stale_step": "That question changed meanwhile (answered on another screen?) — showing the latest.",
@@ -42,70 +40,8 @@ ERROR_TEXT: dict[str, str] = {
     "rate_limited": "Too many actions at once — slow down a little.",
 }
 
-Mode = Literal["list", "other", "clarify", "confirm"]
-View = Literal["connecting", "idle", "question", "suspended"]
-Conn = Literal["connecting", "connected", "offline"]
 
-
-@dataclass(frozen=True)
-class Row:
-    """One selectable row of the question screen."""
-
-    kind: Literal["option", "other", "clarify", "cancel"]
-    index: int = -1  # the option's index for kind == "option"
-
-
-@dataclass
-class Notice:
-    kind: Literal["info", "ok", "warn", "error"]
-    text: str
-    about: object = None  # the questionnaire a "closed" notice is about (it goes with the next one's question)
-    conn: bool = False  # about the connection being down: it goes when the broker welcomes the client again
-
-
-class TuiModel:
-    def __init__(self, session: str, endpoint: str = "") -> None:
-        self.session = session
-        self.endpoint = endpoint
-        self.conn: Conn = "connecting"
-        self.attempt = 0
-        self.offline_reason = ""
-        self.retry_at: float | None = None
-        self.fatal_message: str | None = None
-        self.view: View = "connecting"
-        self.frame: Frame | None = None  # the latest question frame
-        self.suspended: Frame | None = None  # the latest suspended frame (view == "suspended")
-        self.mode: Mode = "list"
-        self.highlight = 0
-        self.selected: set[str] = set()
-        self.other: str | None = None  # multi: the additive Other text
-        self._last_other = ""  # what was typed last, to edit rather than retype
-        self._last_clarify = ""  # an unsent clarification, kept across Esc until sent or the question changes
-        self.input = TextInput(MAX_OTHER)
-        self.notice: Notice | None = None
-        self.busy = False
-        self.page = 5
-        self._scroll = 0
-        self._ref = 0
-        self._draft_refs: set[int] = set()
-        self._confirm_from: View = "question"
-        # The question's text (prompt and clarification) scrolls on its own when it does not fit;
-        # render() measures it and records whether it was cut, for PageUp/PageDown.
-        self._text_scroll = 0
-        self._text_max = 0
-        self._text_page = 1
-        self._text_cut = False
-        self._to_reply = False  # after a resume, scroll the text to the agent's reply
-        # A highlighted option taller than the space left for it (small terminals) scrolls too.
-        self._block_of = -1
-        self._block_scroll = 0
-        self._block_max = 0
-        self._block_page = 1
-        self._block_cut = False
-        # The questionnaire on screen when the connection went down: if the broker, once back,
-        # shows something else without a ``closed`` frame for it, the person is told it ended.
-        self._lost: str | None = None
-
+class TuiModel(TuiState):
     # ------------------------------------------------------------------ connection
 
     def connecting(self, attempt: int) -> None:
@@ -114,15 +50,15 @@ class TuiModel:
         self.retry_at = None
 
     def disconnected(self, reason: str, retry_at: float | None) -> None:
-        if self._lost is None and self.view in ("question", "suspended"):
+        if self.lost is None and self.view in ("question", "suspended"):
             on_screen = self.suspended if self.view == "suspended" else self.frame
             if on_screen is not None:
-                self._lost = str(on_screen["questionnaireId"])
+                self.lost = str(on_screen["questionnaireId"])
         self.conn = "offline"
         self.offline_reason = reason
         self.retry_at = retry_at
         self.busy = False
-        self._draft_refs.clear()
+        self.draft_refs.clear()
 
     def fatal(self, message: str) -> None:
         self.conn = "offline"
@@ -130,10 +66,6 @@ class TuiModel:
         self.retry_at = None
 
     # ------------------------------------------------------------------ frames
-
-    @property
-    def is_multi(self) -> bool:
-        return self.frame is not None and self.frame["question"].get("type") == "multi"
 
     def apply(self, frame: Frame) -> None:
         kind = frame.get("type")
@@ -156,11 +88,11 @@ class TuiModel:
                 frame["questionnaireId"],
                 frame["step"],
             ):
-                self._text_scroll = 0  # the person's request is read from its start
+                self.scroll.text_top = 0  # the person's request is read from its start
             self.view = "suspended"
             self.suspended = frame
             self.busy = False
-            self._draft_refs.clear()
+            self.draft_refs.clear()
             if self.mode != "confirm":
                 self.mode = "list"
         elif kind == "idle":
@@ -170,24 +102,24 @@ class TuiModel:
             self.suspended = None
             self.mode = "list"
             self.busy = False
-            self._draft_refs.clear()
+            self.draft_refs.clear()
         elif kind == "closed":
             self.busy = False
             self.notice = _closed_notice(frame)
-            if frame.get("questionnaireId") == self._lost:
-                self._lost = None  # the closed notice says what became of it
+            if frame.get("questionnaireId") == self.lost:
+                self.lost = None  # the closed notice says what became of it
         elif kind == "error":
             self.busy = False
             ref = frame.get("ref")
             if isinstance(ref, int):
-                self._draft_refs.discard(ref)
+                self.draft_refs.discard(ref)
             code = str(frame.get("code", "error"))
             text = ERROR_TEXT.get(code) or str(frame.get("message") or code)
             self.notice = Notice("error", f"{text} [{code}]")
 
     def _check_lost(self, shown: str | None) -> None:
         """The broker, back after a disconnection, shows ``shown`` (None: nothing)."""
-        lost, self._lost = self._lost, None
+        lost, self.lost = self.lost, None
         if lost is not None and shown != lost:
             self.notice = Notice("warn", "The questionnaire you were answering ended while you were offline.")
 
@@ -214,37 +146,30 @@ class TuiModel:
         self.suspended = None
         if same_step:
             # A draft echo, another screen's toggle, or a resync after reconnecting.
-            if self._draft_refs:
-                self._draft_refs.pop()
+            if self.draft_refs:
+                self.draft_refs.pop()
             else:
                 self._adopt_draft(frame)
         else:
             self.busy = False
-            self._draft_refs.clear()
+            self.draft_refs.clear()
             self._adopt_draft(frame)
             if not same_question:
                 self.highlight = 0
-                self._scroll = 0
-                self._text_scroll = 0
-                self._last_other = self.other or ""
-                self._last_clarify = ""
+                self.scroll.list_top = 0
+                self.scroll.text_top = 0
+                self.last_other = self.other or ""
+                self.last_clarify = ""
             if resumed:
                 # Back from a clarification: on the first chosen option, as the browser does,
                 # so that Enter continues rather than reopening "Ask to clarify…".
-                self.highlight = self._first_selected_row()
-                self._scroll = 0
-                self._text_scroll = 0  # it scrolled the request on the waiting screen
-                self._to_reply = True
+                self.highlight = self.first_selected_row()
+                self.scroll.list_top = 0
+                self.scroll.text_top = 0  # it scrolled the request on the waiting screen
+                self.scroll.to_reply = True
             if self.mode != "confirm" or not same_questionnaire:
                 self.mode = "list"
         self.highlight = max(0, min(self.highlight, len(self.rows()) - 1))
-
-    def _first_selected_row(self) -> int:
-        assert self.frame is not None
-        for i, option in enumerate(self.frame["question"]["options"]):
-            if option["id"] in self.selected:
-                return i
-        return 0
 
     def _adopt_draft(self, frame: Frame) -> None:
         draft = frame.get("draft") or {}
@@ -253,24 +178,6 @@ class TuiModel:
         self.other = other if isinstance(other, str) and other.strip() else None
 
     # ------------------------------------------------------------------ rows and bounds
-
-    def rows(self) -> list[Row]:
-        if self.frame is None:
-            return []
-        q = self.frame["question"]
-        rows = [Row("option", i) for i in range(len(q["options"]))]
-        if q.get("allowOther", True):
-            rows.append(Row("other"))
-        rows.append(Row("clarify"))
-        rows.append(Row("cancel"))
-        return rows
-
-    def selection_count(self) -> int:
-        return len(self.selected) + (1 if self.other else 0)
-
-    def bounds(self) -> tuple[int, int | None]:
-        q = self.frame["question"] if self.frame else {}
-        return int(q.get("minSelections") or 0), q.get("maxSelections")
 
     def bounds_text(self) -> str:
         if not self.is_multi:
@@ -281,10 +188,6 @@ class TuiModel:
         if low == high:
             return f"choose exactly {low}"
         return f"choose {low}–{high}" if low else f"choose up to {high}"
-
-    def ordered_selection(self) -> list[str]:
-        assert self.frame is not None
-        return [o["id"] for o in self.frame["question"]["options"] if o["id"] in self.selected]
 
     # ------------------------------------------------------------------ keys
 
@@ -298,8 +201,8 @@ class TuiModel:
         if self.view == "suspended":
             if name == "escape":
                 self._open_confirm()
-            elif name in ("pageup", "pagedown") and self._text_cut:
-                self._scroll_text(-1 if name == "pageup" else 1)
+            elif name in ("pageup", "pagedown") and self.scroll.text_cut:
+                self.scroll.page_text(-1 if name == "pageup" else 1)
             return []
         if self.view != "question" or self.frame is None:
             return []
@@ -316,15 +219,14 @@ class TuiModel:
             self._move(-1)
         elif name == "down":
             self._move(1)
-        elif name in ("pageup", "pagedown") and self._block_cut:
-            step = self._block_page if name == "pagedown" else -self._block_page
-            self._block_scroll = max(0, min(self._block_max, self._block_scroll + step))
-        elif name in ("pageup", "pagedown") and self._text_cut:
-            self._scroll_text(-1 if name == "pageup" else 1)
+        elif name in ("pageup", "pagedown") and self.scroll.block_cut:
+            self.scroll.page_block(-1 if name == "pageup" else 1)
+        elif name in ("pageup", "pagedown") and self.scroll.text_cut:
+            self.scroll.page_text(-1 if name == "pageup" else 1)
         elif name == "pageup":
-            self._move(-self.page)
+            self._move(-self.scroll.page)
         elif name == "pagedown":
-            self._move(self.page)
+            self._move(self.scroll.page)
         elif name == "home":
             self.highlight = 0
         elif name == "end":
@@ -338,9 +240,6 @@ class TuiModel:
         elif name in ("enter", "space"):
             return self._activate(rows[self.highlight], toggle=name == "space")
         return []
-
-    def _scroll_text(self, direction: int) -> None:
-        self._text_scroll = max(0, min(self._text_max, self._text_scroll + direction * self._text_page))
 
     def _activate(self, row: Row, *, toggle: bool) -> list[Frame]:
         if row.kind == "option":
@@ -358,14 +257,14 @@ class TuiModel:
                     return self._continue()
                 if self._offline_refusal():
                     return []
-                self._last_other, self.other = self.other, None
+                self.last_other, self.other = self.other, None
                 return self._draft()
-            self._open_input("other", self._last_other)
+            self._open_input("other", self.last_other)
             return []
         if toggle:
             return []
         if row.kind == "clarify":
-            self._open_input("clarify", self._last_clarify)
+            self._open_input("clarify", self.last_clarify)
         else:
             self._open_confirm()
         return []
@@ -375,7 +274,6 @@ class TuiModel:
         self.input = TextInput(MAX_OTHER if mode == "other" else MAX_CLARIFICATION, text)
 
     def _open_confirm(self) -> None:
-        self._confirm_from = self.view
         self.mode = "confirm"
 
     def _offline_refusal(self) -> bool:
@@ -415,13 +313,13 @@ class TuiModel:
     def _command(self, kind: str, **fields: Any) -> Frame:
         source = self.suspended if self.view == "suspended" else self.frame
         assert source is not None
-        self._ref += 1
+        self.last_ref += 1
         return {
             "type": kind,
             "questionnaireId": source["questionnaireId"],
             "step": source["step"],
             **fields,
-            "ref": self._ref,
+            "ref": self.last_ref,
         }
 
     def _draft(self) -> list[Frame]:
@@ -429,7 +327,7 @@ class TuiModel:
         if self.other:
             fields["other"] = self.other
         frame = self._command("draft", **fields)
-        self._draft_refs.add(frame["ref"])
+        self.draft_refs.add(frame["ref"])
         return [frame]
 
     def _answer(self, option_ids: list[str], other: str | None) -> list[Frame]:
@@ -464,13 +362,13 @@ class TuiModel:
         elif name == "clear_line":
             box.clear_line()
         elif name in ("pageup", "pagedown"):
-            if self._text_cut:
-                self._scroll_text(-1 if name == "pageup" else 1)
+            if self.scroll.text_cut:
+                self.scroll.page_text(-1 if name == "pageup" else 1)
         elif name == "escape":
             if self.mode == "other":
-                self._last_other = box.text
+                self.last_other = box.text
             else:
-                self._last_clarify = box.text
+                self.last_clarify = box.text
             self.mode = "list"
         elif name == "enter":
             return self._submit_input()
@@ -491,7 +389,7 @@ class TuiModel:
                     draft["other"] = self.other
                 fields["draft"] = draft
             self.busy = True
-            self._last_clarify = ""  # sent: the next "Ask to clarify…" starts afresh
+            self.last_clarify = ""  # sent: the next "Ask to clarify…" starts afresh
             return [self._command("clarify", **fields)]
         # Other
         if not self.is_multi:
@@ -507,7 +405,7 @@ class TuiModel:
                 self.notice = Notice("warn", f"You can choose at most {high} — clear an option to add Other.")
                 return []
         self.other = text or None
-        self._last_other = text
+        self.last_other = text
         self.mode = "list"
         return self._draft()
 
@@ -533,7 +431,7 @@ class TuiModel:
         top = [self._header(width, now)]
         body_height = height - len(top) - 2  # the footer: status and keys
         # The question body measures what it cuts (the key hints depend on it).
-        self._text_cut = self._block_cut = False
+        self.scroll.text_cut = self.scroll.block_cut = False
         if self.view == "question" and self.frame is not None:
             body = self._question_body(width, body_height)
         elif self.view == "suspended" and self.suspended is not None:
@@ -636,17 +534,17 @@ class TuiModel:
     def _text_window(self, text: list[Line], reply_at: int, budget: int) -> list[Line]:
         """The question's text in ``budget`` lines: all of it, or a scrolled part and a marker."""
         if len(text) + 1 <= budget:
-            self._text_cut, self._text_max, self._to_reply = False, 0, False
+            self.scroll.text_cut, self.scroll.text_max, self.scroll.to_reply = False, 0, False
             return text + [[]]
         visible = max(1, budget - 1)
-        self._text_cut = True
-        self._text_max = len(text) - visible
-        self._text_page = max(1, visible - 1)  # a page keeps one line of context
-        if self._to_reply and reply_at >= 0:
-            self._text_scroll = reply_at
-        self._to_reply = False
-        self._text_scroll = max(0, min(self._text_scroll, self._text_max))
-        top = self._text_scroll
+        self.scroll.text_cut = True
+        self.scroll.text_max = len(text) - visible
+        self.scroll.text_page = max(1, visible - 1)  # a page keeps one line of context
+        if self.scroll.to_reply and reply_at >= 0:
+            self.scroll.text_top = reply_at
+        self.scroll.to_reply = False
+        self.scroll.text_top = max(0, min(self.scroll.text_top, self.scroll.text_max))
+        top = self.scroll.text_top
         above, below = top, len(text) - top - visible
         marker: Line = [("", "  "), ("class:scroll", _more_lines(above, below))]
         return text[top : top + visible] + [marker]
@@ -736,8 +634,8 @@ class TuiModel:
     def _viewport(self, blocks: list[tuple[int | None, list[Line]]], room: int, width: int) -> list[Line]:
         flat: list[tuple[int | None, Line]] = [(r, ln) for r, lines in blocks for ln in lines]
         if len(flat) <= room:
-            self._scroll = 0
-            self.page = max(1, len(blocks) - 1)
+            self.scroll.list_top = 0
+            self.scroll.page = max(1, len(blocks) - 1)
             return [ln for _, ln in flat]
         space = max(1, room - 2)
         hl = [i for i, (r, _) in enumerate(flat) if r == self.highlight]
@@ -746,15 +644,15 @@ class TuiModel:
         first, last = (hl[0], hl[-1] + 1) if hl else (0, 1)
         if first > 0 and flat[first - 1][0] is None:
             first -= 1  # keep the separator above the first action row in view
-        top = min(self._scroll, len(flat) - space)
+        top = min(self.scroll.list_top, len(flat) - space)
         top = min(top, first)
         if last > top + space:
             top = last - space
         top = max(0, min(top, len(flat) - space, hl[0] if hl else len(flat)))  # a tall block shows its start
-        self._scroll = top
+        self.scroll.list_top = top
         shown = flat[top : top + space]
         visible_rows = {r for r, _ in shown if r is not None}
-        self.page = max(1, len(visible_rows) - 1)
+        self.scroll.page = max(1, len(visible_rows) - 1)
         above = len({r for r, _ in flat[:top] if r is not None} - visible_rows)
         below = len({r for r, _ in flat[top + space :] if r is not None} - visible_rows)
         up: Line = [("", "  "), ("class:scroll", f"↑ {above} more")] if above else []
@@ -763,16 +661,16 @@ class TuiModel:
 
     def _tall_block(self, flat: list[tuple[int | None, Line]], hl: list[int], space: int) -> list[Line]:
         """The highlighted option alone is taller than the space: it scrolls on its own (PgUp/PgDn)."""
-        if self._block_of != self.highlight:
-            self._block_of, self._block_scroll = self.highlight, 0
+        if self.scroll.block_of != self.highlight:
+            self.scroll.block_of, self.scroll.block_top = self.highlight, 0
         visible = max(1, space - 1)
-        self._block_cut = True
-        self._block_max = len(hl) - visible
-        self._block_page = max(1, visible - 1)
-        self._block_scroll = max(0, min(self._block_scroll, self._block_max))
-        start = hl[0] + self._block_scroll
-        self._scroll = hl[0]
-        self.page = 1
+        self.scroll.block_cut = True
+        self.scroll.block_max = len(hl) - visible
+        self.scroll.block_page = max(1, visible - 1)
+        self.scroll.block_top = max(0, min(self.scroll.block_top, self.scroll.block_max))
+        start = hl[0] + self.scroll.block_top
+        self.scroll.list_top = hl[0]
+        self.scroll.page = 1
         shown = [ln for _, ln in flat[start : start + visible]]
         marker: Line = [("", "      "), ("class:scroll", _more_lines(start - hl[0], hl[-1] + 1 - start - visible))]
         above = len({r for r, _ in flat[: hl[0]] if r is not None})
@@ -970,7 +868,7 @@ class TuiModel:
 
     def _read_key(self) -> list[tuple[str, str]]:
         """PageUp/PageDown, when the question's text is cut (they scroll it)."""
-        return [("PgUp/PgDn", "read")] if self._text_cut or self._block_cut else []
+        return [("PgUp/PgDn", "read")] if self.scroll.text_cut or self.scroll.block_cut else []
 
     def _help_line(self, width: int) -> Line:
         if self.mode == "confirm":
@@ -1066,4 +964,4 @@ def _seconds_left(deadline: float | None, now: float) -> int:
     return max(0, int(deadline - now + 0.999))
 
 
-__all__ = ["Notice", "Row", "TuiModel"]
+__all__ = ["TuiModel"]

@@ -10,7 +10,8 @@ import pytest
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
 from clients.tui import app as tui
 from clients.tui.connection import Connection, backoff_delay, describe_close, validate_session, websocket_url
-from clients.tui.model import Mode, TuiModel
+from clients.tui.model import TuiModel
+from clients.tui.state import Mode
 from clients.tui.text import cells
 from clients.tui.text_input import TextInput
 
@@ -163,7 +164,7 @@ def test_page_down_moves_by_a_page() -> None:
     model = connected(question_frame(options=40))
     screen(model)  # drawing measures the page
     model.key("pagedown")
-    assert model.highlight == model.page > 1
+    assert model.highlight == model.scroll.page > 1
     model.key("pageup")
     assert model.highlight == 0
 
