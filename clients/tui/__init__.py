@@ -1,6 +1,10 @@
 """``qbroker tui``: answer questionnaires in the terminal.
 
-- ``app``: the program (prompt_toolkit application, websocket connection, command).
-- ``model``: what is shown and what keys do, without a screen (tested alone).
-- ``text``: text layout helpers (wrapping, cutting, windows over long text).
+- ``app``: the program (the command line and the prompt_toolkit application).
+- ``connection``: the websocket to the broker, its backoff, and what its close codes mean.
+- ``model``: ``TuiModel``, the client without a screen (tested alone); it coordinates
+  ``state`` (what the person is doing), ``incoming`` (what the broker's frames do),
+  ``keys`` (what each key does) and ``view``/``question_view`` (drawing), with ``scroll``
+  (windows over what does not fit), ``text_input`` (the text field), ``lines`` and ``text``
+  (measuring in terminal cells).
 """

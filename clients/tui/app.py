@@ -1,13 +1,13 @@
 """``qbroker tui``: answer a session's questionnaires in the terminal.
 
 A full-screen prompt_toolkit application over one websocket to the broker. All state,
-key handling and drawing live in ``clients.tui.model`` (pure, unit-tested); this module
-only wires it to a terminal and a socket:
+key handling and drawing live in ``clients.tui.model`` (pure, unit-tested), the websocket
+in ``clients.tui.connection``; this module is the command line, and wires the two to a
+terminal:
 
-* ``Connection`` keeps one websocket open: hello, then every frame into the model; it
-  reconnects with exponential backoff and jitter after a network error or a broker
-  restart, and gives up (exit status 1) on close codes 4400/4401/4403, which a retry
-  cannot fix.
+* ``run`` checks the flags, then runs the screen and the connection side by side; the
+  connection gives up (exit status 1) on close codes 4400/4401/4403, which a retry cannot
+  fix.
 * The application draws ``model.render(columns, rows)`` into one window and turns key
   presses into ``model.key(...)``, sending whatever frames that returns.
 
@@ -19,28 +19,19 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
-import json
 import os
 import signal
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from clients.cli_args import add_url_and_session
-from clients.tui.model import (
-    FATAL_CLOSE_CODES,
-    TuiModel,
-    backoff_delay,
-    describe_close,
-    validate_session,
-    websocket_url,
-)
+from clients.tui.connection import Connection, validate_session, websocket_url
+from clients.tui.model import TuiModel
 
 if TYPE_CHECKING:
     from prompt_toolkit.application import Application
-
-SUBPROTOCOL = "qbroker.v1.json"
 
 STYLE: dict[str, str] = {
     "header": "bg:#303446 #c6d0f5",
@@ -121,126 +112,6 @@ def run(args: argparse.Namespace) -> int:
     if model.fatal_message:
         print(f"qbroker tui: {model.fatal_message}", file=sys.stderr)
     return code
-
-
-class Connection:
-    """One websocket at a time to the session, re-opened with backoff until told to stop."""
-
-    def __init__(self, model: TuiModel, url: str, token: str, name: str, on_change: Any) -> None:
-        self.model = model
-        self.url = url
-        self.token = token
-        self.name = name
-        self.on_change = on_change  # called after every state change (redraw)
-        self.outbox: asyncio.Queue[dict[str, Any]] | None = None
-        self.fatal = asyncio.Event()
-
-    def send(self, frames: list[dict[str, Any]]) -> None:
-        if self.outbox is not None:
-            for frame in frames:
-                self.outbox.put_nowait(frame)
-
-    async def run(self) -> None:
-        from websockets.asyncio.client import connect
-        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
-        from websockets.typing import Subprotocol
-
-        attempt = 0
-        while True:
-            self.model.connecting(attempt)
-            self.on_change()
-            reason = "connection lost"
-            try:
-                async with connect(
-                    self.url,
-                    subprotocols=[Subprotocol(SUBPROTOCOL)],
-                    open_timeout=10,
-                    close_timeout=2,
-                    max_size=1 << 20,
-                    ping_interval=15,
-                    ping_timeout=15,
-                ) as ws:
-                    if ws.subprotocol != SUBPROTOCOL:
-                        reason = "the server did not accept the qbroker.v1.json subprotocol"
-                        raise ConnectionError(reason)
-                    hello = {
-                        "type": "hello",
-                        "token": self.token,
-                        "client": {"kind": "tui", "name": self.name},
-                    }
-                    await ws.send(json.dumps(hello))
-                    self.outbox = asyncio.Queue()
-                    sender = asyncio.create_task(self._pump(ws, self.outbox))
-                    try:
-                        async for raw in ws:
-                            frame = json.loads(raw)
-                            if not isinstance(frame, dict):
-                                continue
-                            if frame.get("type") == "welcome":
-                                attempt = 0
-                            self._apply(frame)
-                            self.on_change()
-                    finally:
-                        self.outbox = None
-                        sender.cancel()
-                    code, why = ws.close_code, ws.close_reason or ""
-                    reason = describe_close(code, why)
-            except ConnectionClosed as exc:
-                code = exc.rcvd.code if exc.rcvd else None
-                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "")
-            except InvalidURI as exc:
-                self._give_up(f"invalid URL: {exc}")
-                return
-            except (OSError, InvalidHandshake, TimeoutError, ConnectionError, ValueError) as exc:
-                code = None
-                reason = _network_reason(exc)
-            if code in FATAL_CLOSE_CODES:
-                self._give_up(reason)
-                return
-            delay = backoff_delay(attempt)
-            attempt += 1
-            deadline = time.monotonic() + delay
-            self.model.disconnected(reason, deadline)
-            while (left := deadline - time.monotonic()) > 0:
-                self.on_change()  # the countdown
-                await asyncio.sleep(min(1.0, left))
-
-    def _apply(self, frame: dict[str, Any]) -> None:
-        try:
-            self.model.apply(frame)
-        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
-            # A frame this client cannot read must not take the whole screen down.
-            self.model.apply(
-                {
-                    "type": "error",
-                    "code": "unreadable_frame",
-                    "message": f"Could not show a {frame.get('type')!r} frame from the broker ({type(exc).__name__})",
-                }
-            )
-
-    async def _pump(self, ws: Any, outbox: asyncio.Queue[dict[str, Any]]) -> None:
-        from websockets.exceptions import ConnectionClosed
-
-        while True:
-            frame = await outbox.get()
-            try:
-                await ws.send(json.dumps(frame))
-            except ConnectionClosed:
-                return  # the reader sees the close too, and reconnects
-
-    def _give_up(self, message: str) -> None:
-        self.model.fatal(message)
-        self.fatal.set()
-        self.on_change()
-
-
-def _network_reason(exc: BaseException) -> str:
-    if isinstance(exc, ConnectionRefusedError):
-        return "connection refused (is the broker running?)"
-    if isinstance(exc, TimeoutError):
-        return "timed out connecting"
-    text = str(exc) or type(exc).__name__
-    return text.splitlines()[0][:200]
 
 
 def _build_app(model: TuiModel, conn: Connection) -> Application[int]:

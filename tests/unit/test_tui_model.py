@@ -7,19 +7,13 @@ from typing import Any, cast
 
 import pytest
 
+from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
 from clients.tui import app as tui
-from clients.tui.model import (
-    CLARIFY_LIMIT,
-    OTHER_LIMIT,
-    Mode,
-    TextInput,
-    TuiModel,
-    backoff_delay,
-    describe_close,
-    validate_session,
-    websocket_url,
-)
+from clients.tui.connection import Connection, backoff_delay, describe_close, validate_session, websocket_url
+from clients.tui.model import TuiModel
+from clients.tui.state import Mode
 from clients.tui.text import cells
+from clients.tui.text_input import TextInput
 
 # --- fixtures ------------------------------------------------------------------------
 
@@ -170,7 +164,7 @@ def test_page_down_moves_by_a_page() -> None:
     model = connected(question_frame(options=40))
     screen(model)  # drawing measures the page
     model.key("pagedown")
-    assert model.highlight == model.page > 1
+    assert model.highlight == model.scroll.page > 1
     model.key("pageup")
     assert model.highlight == 0
 
@@ -344,8 +338,8 @@ def test_other_input_is_limited_to_2000_characters() -> None:
     model = connected(question_frame())
     model.highlight = 3
     model.key("enter")
-    model.key("paste", "x" * (OTHER_LIMIT + 50))
-    assert len(model.input.text) == OTHER_LIMIT
+    model.key("paste", "x" * (MAX_OTHER + 50))
+    assert len(model.input.text) == MAX_OTHER
     assert "2000/2000" in screen(model)
     assert "limit is 2000" in screen(model)
 
@@ -428,7 +422,7 @@ def test_clarify_input_is_limited_to_1000_characters() -> None:
     model.highlight = 4
     model.key("enter")
     model.key("paste", "y" * 1500)
-    assert len(model.input.text) == CLARIFY_LIMIT
+    assert len(model.input.text) == MAX_CLARIFICATION
 
 
 def test_suspended_shows_waiting_and_resume_shows_the_agents_response() -> None:
@@ -1002,7 +996,7 @@ def test_a_malformed_question_frame_changes_nothing() -> None:
 
 def test_the_connection_turns_an_unreadable_frame_into_a_notice() -> None:
     model = connected(question_frame())
-    conn = tui.Connection(model, "ws://127.0.0.1:1/x", "t", "n", on_change=lambda: None)
+    conn = Connection(model, "ws://127.0.0.1:1/x", "t", "n", on_change=lambda: None)
     conn._apply({"type": "question", "questionnaireId": "qn-2"})
     assert model.frame is not None and model.frame["questionnaireId"] == "qn-1"
     assert "Could not show a 'question' frame" in screen(model)

@@ -1,0 +1,201 @@
+"""The connection to the broker: one websocket, re-opened with backoff until told to stop.
+
+``Connection`` is the client's only I/O besides the terminal: hello, then every frame into
+the model, and the model's frames out. Around it, the decisions about the connection are
+pure functions, tested alone: where the session's websocket is, whether a session id can
+be valid, how long to wait before the next attempt, and what a close code means (4400,
+4401 and 4403 end the program: a retry cannot change the reason).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlsplit, urlunsplit
+
+from broker.core.status import CloseCode
+
+if TYPE_CHECKING:
+    from clients.tui.model import TuiModel
+
+SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
+
+# Close codes after which reconnecting cannot help: show the reason and exit non-zero.
+FATAL_CLOSE_CODES: dict[int, str] = {
+    CloseCode.PROTOCOL_VIOLATION: "the broker rejected the connection",
+    CloseCode.BAD_TOKEN: "the broker refused the token",
+    CloseCode.WRONG_SESSION: "the token is for another session",
+}
+# 1000, 1006 and 1011 are the websocket's own codes (RFC 6455), which broker.core does not name.
+CLOSE_REASONS: dict[int, str] = {
+    1000: "connection closed",
+    CloseCode.GOING_AWAY: "the broker is shutting down",
+    1006: "connection lost",
+    CloseCode.POLICY_VIOLATION: "rate limit exceeded",
+    CloseCode.MESSAGE_TOO_BIG: "a frame was too large",
+    1011: "broker error",
+    CloseCode.SERVICE_RESTART: "the broker is restarting",
+    CloseCode.HELLO_TIMEOUT: "hello timed out",
+}
+
+
+def validate_session(sid: str) -> str | None:
+    """An error message when ``sid`` is not a valid session id, else None."""
+    if not 1 <= len(sid) <= 128 or not set(sid) <= SESSION_CHARS:
+        return "session ids are 1-128 characters of A-Z a-z 0-9 . _ : -"
+    return None
+
+
+def websocket_url(base: str, sid: str) -> str:
+    """The session's websocket URL from the broker's base ``http(s)://`` URL."""
+    parts = urlsplit(base.strip())
+    scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
+    if scheme is None or not parts.netloc:
+        raise ValueError(f"expected an http:// or https:// URL, got {base!r}")
+    path = parts.path.rstrip("/") + f"/v1/sessions/{quote(sid, safe=':')}/ws"
+    return urlunsplit((scheme, parts.netloc, path, "", ""))
+
+
+def backoff_delay(
+    attempt: int, rng: Callable[[], float] = random.random, base: float = 0.5, cap: float = 10.0
+) -> float:
+    """Seconds to wait before reconnect ``attempt`` (0-based): exponential, capped, jittered.
+
+    The ceiling doubles per attempt up to ``cap``; the delay is drawn from the upper half of
+    it ("equal jitter"), so clients that lost the same broker do not return in lockstep.
+    """
+    ceiling = min(cap, base * (2 ** min(attempt, 30)))
+    return float(ceiling / 2 + rng() * ceiling / 2)
+
+
+def describe_close(code: int | None, reason: str = "") -> str:
+    text = FATAL_CLOSE_CODES.get(code or 0) or CLOSE_REASONS.get(code or 0) or "connection closed"
+    if code:
+        text += f" ({code}{': ' + reason if reason else ''})"
+    return text
+
+
+class Connection:
+    """One websocket at a time to the session, re-opened with backoff until told to stop."""
+
+    def __init__(self, model: TuiModel, url: str, token: str, name: str, on_change: Any) -> None:
+        self.model = model
+        self.url = url
+        self.token = token
+        self.name = name
+        self.on_change = on_change  # called after every state change (redraw)
+        self.outbox: asyncio.Queue[dict[str, Any]] | None = None
+        self.fatal = asyncio.Event()
+
+    def send(self, frames: list[dict[str, Any]]) -> None:
+        if self.outbox is not None:
+            for frame in frames:
+                self.outbox.put_nowait(frame)
+
+    async def run(self) -> None:
+        from websockets.asyncio.client import connect
+        from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
+        from websockets.typing import Subprotocol
+
+        from broker.core.frames import JSON_SUBPROTOCOL  # here, as websockets is: the codecs load on connecting
+
+        attempt = 0
+        while True:
+            self.model.connecting(attempt)
+            self.on_change()
+            reason = "connection lost"
+            try:
+                async with connect(
+                    self.url,
+                    subprotocols=[Subprotocol(JSON_SUBPROTOCOL)],
+                    open_timeout=10,
+                    close_timeout=2,
+                    max_size=1 << 20,
+                    ping_interval=15,
+                    ping_timeout=15,
+                ) as ws:
+                    if ws.subprotocol != JSON_SUBPROTOCOL:
+                        reason = f"the server did not accept the {JSON_SUBPROTOCOL} subprotocol"
+                        raise ConnectionError(reason)
+                    hello = {
+                        "type": "hello",
+                        "token": self.token,
+                        "client": {"kind": "tui", "name": self.name},
+                    }
+                    await ws.send(json.dumps(hello))
+                    self.outbox = asyncio.Queue()
+                    sender = asyncio.create_task(self._pump(ws, self.outbox))
+                    try:
+                        async for raw in ws:
+                            frame = json.loads(raw)
+                            if not isinstance(frame, dict):
+                                continue
+                            if frame.get("type") == "welcome":
+                                attempt = 0
+                            self._apply(frame)
+                            self.on_change()
+                    finally:
+                        self.outbox = None
+                        sender.cancel()
+                    code, why = ws.close_code, ws.close_reason or ""
+                    reason = describe_close(code, why)
+            except ConnectionClosed as exc:
+                code = exc.rcvd.code if exc.rcvd else None
+                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "")
+            except InvalidURI as exc:
+                self._give_up(f"invalid URL: {exc}")
+                return
+            except (OSError, InvalidHandshake, TimeoutError, ConnectionError, ValueError) as exc:
+                code = None
+                reason = _network_reason(exc)
+            if code in FATAL_CLOSE_CODES:
+                self._give_up(reason)
+                return
+            delay = backoff_delay(attempt)
+            attempt += 1
+            deadline = time.monotonic() + delay
+            self.model.disconnected(reason, deadline)
+            while (left := deadline - time.monotonic()) > 0:
+                self.on_change()  # the countdown
+                await asyncio.sleep(min(1.0, left))
+
+    def _apply(self, frame: dict[str, Any]) -> None:
+        try:
+            self.model.apply(frame)
+        except (KeyError, TypeError, ValueError, AttributeError, IndexError) as exc:
+            # A frame this client cannot read must not take the whole screen down.
+            self.model.apply(
+                {
+                    "type": "error",
+                    "code": "unreadable_frame",
+                    "message": f"Could not show a {frame.get('type')!r} frame from the broker ({type(exc).__name__})",
+                }
+            )
+
+    async def _pump(self, ws: Any, outbox: asyncio.Queue[dict[str, Any]]) -> None:
+        from websockets.exceptions import ConnectionClosed
+
+        while True:
+            frame = await outbox.get()
+            try:
+                await ws.send(json.dumps(frame))
+            except ConnectionClosed:
+                return  # the reader sees the close too, and reconnects
+
+    def _give_up(self, message: str) -> None:
+        self.model.fatal(message)
+        self.fatal.set()
+        self.on_change()
+
+
+def _network_reason(exc: BaseException) -> str:
+    if isinstance(exc, ConnectionRefusedError):
+        return "connection refused (is the broker running?)"
+    if isinstance(exc, TimeoutError):
+        return "timed out connecting"
+    text = str(exc) or type(exc).__name__
+    return text.splitlines()[0][:200]
