@@ -30,10 +30,10 @@ from redis.typing import EncodableT
 from broker.core import machine
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, StartInput, parse_tool_input
-from broker.store import redis as redis_store_module
 from broker.store.base import Head, Notice, Presence, Store, StoreUnavailable
 from broker.store.memory import MemoryStore
 from broker.store.redis import RedisStore, channel_for
+from broker.store.redis import store as redis_store_module
 from tests.support import RedisServer, redis_server
 
 NOW = 1_700_000_000.0

@@ -1,0 +1,7 @@
+"""The Redis store: any number of broker processes share one Redis, or one Redis Cluster."""
+
+from __future__ import annotations
+
+from broker.store.redis.store import RedisStore, channel_for
+
+__all__ = ["RedisStore", "channel_for"]
