@@ -11,11 +11,6 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:events        channel  a notice after every write (below)
     qb:{sid}:outcomes      channel  the same notice again after a write that reached an outcome
 
-Every write is one Lua script, so it is one round trip and atomic: compare-and-set checks
-the version, maintains the queue, counts the write, renews the retention TTL and publishes
-the notice in the same step; one that closes a questionnaire also finds the session's next
-head, and returns it with the write's number, so the writer needs no second read.
-
 A write that reached an outcome (completed, cancelled, unavailable, needs_clarification)
 publishes its notice on the outcomes channel too: a process where only agent calls wait on
 a session subscribes to that channel alone and is not woken by every answer.
@@ -33,9 +28,6 @@ KEYS (that is what routes the script to the session's slot on a cluster); three 
 also read a questionnaire whose id they find inside (the idempotency key's target, the
 queue's members) by building its name from the session's own prefix, which keeps the read
 on the same slot, and so on the node that runs the script.
-
-A retried script (the reply of the first attempt was lost) is harmless: create rewrites the
-same record, and compare-and-set reports success again when it finds its own write.
 
 Notices travel over dedicated pub/sub connections ("links"), each owned by a reader task:
 
@@ -97,6 +89,7 @@ from broker.store.base import (
     Written,
 )
 from broker.store.records import Records, from_msgpack, to_msgpack
+from broker.store.redis.scripts import COMPARE_AND_SET, CREATE, HEARTBEAT, LEAVE, PRESENCE, QUEUE, write_script
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
 # may wait for a free one before the store counts as unavailable.
@@ -120,162 +113,6 @@ _STANDALONE: Final = "redis"  # the name of the only link on a single Redis
 _PROBE_SESSION: Final = "qbroker-start-probe"  # a session only start() uses (see _try_access)
 _OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
 _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
-
-# --- scripts --------------------------------------------------------------------------
-
-# msgpack encoders for what a script appends to a notice (Redis's Lua has cmsgpack, but
-# fakeredis has not): an unsigned 64-bit integer, and a bin 32. The write scripts start with
-# a prelude (``_write_script``) that sets the store's publish command (PUBLISH), and find
-# the session's key prefix in the seq key's name, so that no call has to pass either.
-_LUA_MSGPACK: Final = """
-local function msgpack_uint(n)  -- a uint 64 (the write numbers stay far below 2^53)
-  local hi = math.floor(n / 4294967296)
-  local lo = n - hi * 4294967296
-  return string.char(207, math.floor(hi / 16777216), math.floor(hi / 65536) % 256, math.floor(hi / 256) % 256,
-    hi % 256, math.floor(lo / 16777216), math.floor(lo / 65536) % 256, math.floor(lo / 256) % 256, lo % 256)
-end
-local function msgpack_bin_head(n)  -- the head of a bin 32 of n bytes
-  return string.char(198, math.floor(n / 16777216), math.floor(n / 65536) % 256, math.floor(n / 256) % 256, n % 256)
-end
-local function notice_of(prefix, record, limit, seq, head)  -- one string made, not one per part
-  if #record > limit then  -- too large to carry: nil
-    return prefix .. '\\192' .. msgpack_uint(seq) .. head
-  end
-  return prefix .. msgpack_bin_head(#record) .. record .. msgpack_uint(seq) .. head
-end
-local function msgpack_record(s, limit)
-  if #s > limit then return '\\192' end  -- nil: too large to carry
-  return msgpack_bin_head(#s) .. s
-end
-"""
-
-_CREATE: Final = (
-    _LUA_MSGPACK
-    + """
--- KEYS: questionnaire hash, queue, seq[, idempotency key]
--- ARGV: id, version, record, retention ms, notice prefix, notice record limit
--- Returns {1} when stored, {0, record} when the idempotency key names a live questionnaire.
-local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
-if KEYS[4] then
-  local known = redis.call('GET', KEYS[4])
-  if known then
-    local record = redis.call('HGET', session .. 'q:' .. known, 's')
-    if record then return {0, record} end
-  end
-  redis.call('SET', KEYS[4], ARGV[1], 'PX', ARGV[4])
-end
-local seq = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call(PUBLISH, session .. 'events', notice_of(ARGV[5], ARGV[3], tonumber(ARGV[6]), seq, '\\192'))
-return {1}
-"""
-)
-
-_COMPARE_AND_SET: Final = (
-    _LUA_MSGPACK
-    + """
--- KEYS: questionnaire hash, queue, seq
--- ARGV: expected version, new version, record, retention ms, '1' if terminal, id, notice prefix,
---       notice record limit, '1' if an outcome (the notice also goes to the outcomes channel)
--- Returns 0 when the version moved on; else {seq} or, for a terminal state, {seq, 1, head
--- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
-local current = redis.call('HGET', KEYS[1], 'v')
-if current ~= ARGV[1] then
-  -- A retry finds its own write:
-  if current == ARGV[2] and redis.call('HGET', KEYS[1], 's') == ARGV[3] then return {0} end
-  return 0
-end
-local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
-local seq = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-local reply = {seq}
-local head = '\\192'  -- nil: not said
-if ARGV[5] == '1' then
-  redis.call('ZREM', KEYS[2], ARGV[6])
-  reply = {seq, 1}
-  head = '\\194'  -- false: no open questionnaire left
-  while true do  -- the next head; ids whose questionnaire expired leave the queue on the way
-    local first = redis.call('ZRANGE', KEYS[2], 0, 0)
-    if #first == 0 then break end
-    local record = redis.call('HGET', session .. 'q:' .. first[1], 's')
-    if record then
-      reply = {seq, 1, record}
-      head = msgpack_record(record, tonumber(ARGV[8]))
-      break
-    end
-    redis.call('ZREM', KEYS[2], first[1])
-  end
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-local notice = notice_of(ARGV[7], ARGV[3], tonumber(ARGV[8]), seq, head)
-redis.call(PUBLISH, session .. 'events', notice)
-if ARGV[9] == '1' then
-  redis.call(PUBLISH, session .. 'outcomes', notice)
-end
-return reply
-"""
-)
-
-
-def _write_script(body: str, publish: str) -> str:
-    """A write script with the store's constants: fewer arguments to pack on every call."""
-    return f"local PUBLISH = '{publish}'\n{body}"
-
-
-_QUEUE: Final = """
--- KEYS: queue, seq.  ARGV: questionnaire key prefix, '1' to return {seq, the head's record}
--- ({seq}: no open questionnaire) instead of the ids.
--- Ids whose questionnaire expired while still open leave the queue on the way.
-local live = {}
-local seq = tonumber(redis.call('GET', KEYS[2]) or '0')
-for _, id in ipairs(redis.call('ZRANGE', KEYS[1], 0, -1)) do
-  local record = redis.call('HGET', ARGV[1] .. id, 's')
-  if not record then
-    redis.call('ZREM', KEYS[1], id)
-  elseif ARGV[2] == '1' then
-    return {seq, record}
-  else
-    table.insert(live, id)
-  end
-end
-if ARGV[2] == '1' then return {seq} end
-return live
-"""
-
-_HEARTBEAT: Final = """
--- KEYS: clients, seen.  ARGV: client id, expiry, now, lifetime ms
-redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('SET', KEYS[2], ARGV[3], 'PX', ARGV[4])
-"""
-
-_LEAVE: Final = """
--- KEYS: clients, seen.  ARGV: client id, now, lifetime ms
-if redis.call('ZREM', KEYS[1], ARGV[1]) == 1 then
-  redis.call('SET', KEYS[2], ARGV[2], 'PX', ARGV[3])
-end
-"""
-
-_PRESENCE: Final = """
--- KEYS: clients, seen.  ARGV: now, lifetime ms.  Returns {live clients, last seen or nil}.
--- Lapsed heartbeats are dropped; the session was last seen no earlier than they lapsed.
-local lapsed = redis.call('ZREVRANGEBYSCORE', KEYS[1], ARGV[1], '-inf', 'WITHSCORES', 'LIMIT', 0, 1)
-if #lapsed > 0 then
-  redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[1])
-  local seen = redis.call('GET', KEYS[2])
-  if not seen or tonumber(lapsed[2]) > tonumber(seen) then
-    redis.call('SET', KEYS[2], lapsed[2], 'PX', ARGV[2])
-  end
-end
-return {redis.call('ZCARD', KEYS[1]), redis.call('GET', KEYS[2])}
-"""
-
 
 # --- keys -----------------------------------------------------------------------------
 
@@ -677,12 +514,12 @@ class RedisStore(Store):
         elif wait_replicas:
             self._wait = ("WAIT", wait_replicas, _ms(wait_timeout))
 
-        self._create = client.register_script(_write_script(_CREATE, self._publish))
-        self._compare_and_set = client.register_script(_write_script(_COMPARE_AND_SET, self._publish))
-        self._queue = client.register_script(_QUEUE)
-        self._heartbeat = client.register_script(_HEARTBEAT)
-        self._leave = client.register_script(_LEAVE)
-        self._presence = client.register_script(_PRESENCE)
+        self._create = client.register_script(write_script(CREATE, self._publish))
+        self._compare_and_set = client.register_script(write_script(COMPARE_AND_SET, self._publish))
+        self._queue = client.register_script(QUEUE)
+        self._heartbeat = client.register_script(HEARTBEAT)
+        self._leave = client.register_script(LEAVE)
+        self._presence = client.register_script(PRESENCE)
 
         # Notifications: channel -> session id, subscriptions Redis has yet to confirm, and
         # the links (notice connections) by endpoint name.
