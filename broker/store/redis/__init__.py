@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
-from broker.store.redis.store import RedisStore, channel_for
+from broker.store.redis.keys import channel_for
+from broker.store.redis.store import RedisStore
 
 __all__ = ["RedisStore", "channel_for"]

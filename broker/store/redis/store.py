@@ -1,20 +1,5 @@
 """The Redis store: any number of broker processes share one Redis, or one Redis Cluster.
 
-Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives on one slot::
-
-    qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record()
-    qb:{sid}:queue         zset  open questionnaire ids, scored by qb:{sid}:seq (strict FIFO)
-    qb:{sid}:seq           the session's write counter (every write; also the queue scores)
-    qb:{sid}:idem:<key>    string  Idempotency-Key -> questionnaire id
-    qb:{sid}:clients       zset  client id -> heartbeat expiry (Unix seconds)
-    qb:{sid}:seen          string  last time the session had a client (Unix seconds)
-    qb:{sid}:events        channel  a notice after every write (below)
-    qb:{sid}:outcomes      channel  the same notice again after a write that reached an outcome
-
-A write that reached an outcome (completed, cancelled, unavailable, needs_clarification)
-publishes its notice on the outcomes channel too: a process where only agent calls wait on
-a session subscribes to that channel alone and is not woken by every answer.
-
 A notice is a msgpack array ``[sid, id, version, status, record, seq, head]``: the record
 is the written state (nil when larger than ``NOTICE_STATE_LIMIT``), ``seq`` the write's
 number in the session, and ``head`` the next head's record after a write that closed a
@@ -22,12 +7,6 @@ questionnaire (false: none; nil: not said). The writer packs the first four; the
 appends the rest (it alone knows the number). A notice of only the first three (an older
 broker) is understood too, as "look again". A notice holds answers: it is never logged,
 and the notice connections do not let redis-py trace what they read.
-
-The scripts only touch keys of one session. Every key known before the call is passed in
-KEYS (that is what routes the script to the session's slot on a cluster); three scripts
-also read a questionnaire whose id they find inside (the idempotency key's target, the
-queue's members) by building its name from the session's own prefix, which keeps the read
-on the same slot, and so on the node that runs the script.
 
 Notices travel over dedicated pub/sub connections ("links"), each owned by a reader task:
 
@@ -89,6 +68,7 @@ from broker.store.base import (
     Written,
 )
 from broker.store.records import Records, from_msgpack, to_msgpack
+from broker.store.redis.keys import channel_for, prefix, presence_keys, questionnaire_prefix, queue_keys
 from broker.store.redis.scripts import COMPARE_AND_SET, CREATE, HEARTBEAT, LEAVE, PRESENCE, QUEUE, write_script
 
 # Connections one broker process keeps to a (non-cluster) Redis, and how long a command
@@ -113,21 +93,6 @@ _STANDALONE: Final = "redis"  # the name of the only link on a single Redis
 _PROBE_SESSION: Final = "qbroker-start-probe"  # a session only start() uses (see _try_access)
 _OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
 _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
-
-# --- keys -----------------------------------------------------------------------------
-
-
-def _prefix(session_id: str) -> str:
-    return "qb:{" + session_id + "}:"
-
-
-def _questionnaire_prefix(session_id: str) -> str:
-    return _prefix(session_id) + "q:"
-
-
-def channel_for(session_id: str, outcomes_only: bool = False) -> str:
-    """The pub/sub channel of a session's notices: of every write, or of outcomes only."""
-    return _prefix(session_id) + ("outcomes" if outcomes_only else "events")
 
 
 def _ms(seconds: float) -> int:
@@ -537,9 +502,9 @@ class RedisStore(Store):
 
     async def create(self, state: Questionnaire, idempotency_key: str | None = None) -> Questionnaire:
         sid = state.session_id
-        keys = [_questionnaire_prefix(sid) + state.id, _prefix(sid) + "queue", _prefix(sid) + "seq"]
+        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq"]
         if idempotency_key is not None:
-            keys.append(_prefix(sid) + "idem:" + idempotency_key)
+            keys.append(prefix(sid) + "idem:" + idempotency_key)
         args: list[EncodableT] = [
             state.id,
             state.version,
@@ -556,7 +521,7 @@ class RedisStore(Store):
 
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
         with _reachable("load"):
-            record = await self._command("HGET", _questionnaire_prefix(session_id) + questionnaire_id, "s")
+            record = await self._command("HGET", questionnaire_prefix(session_id) + questionnaire_id, "s")
         return None if record is None else self._unpack(record)
 
     async def commit(
@@ -564,7 +529,7 @@ class RedisStore(Store):
     ) -> Written | None:
         # (The notice goes out regardless: other processes' clients and waiters need it.)
         sid = state.session_id
-        keys = [_questionnaire_prefix(sid) + state.id, _prefix(sid) + "queue", _prefix(sid) + "seq"]
+        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq"]
         args: list[EncodableT] = [
             expected_version,
             state.version,
@@ -587,18 +552,18 @@ class RedisStore(Store):
 
     async def queue(self, session_id: str) -> list[str]:
         with _reachable("queue"):
-            ids = await self._run(self._queue, self._queue_keys(session_id), [_questionnaire_prefix(session_id), "0"])
+            ids = await self._run(self._queue, queue_keys(session_id), [questionnaire_prefix(session_id), "0"])
         return [bytes(i).decode() for i in ids]
 
     async def head(self, session_id: str) -> Head:
         """One round trip: the script returns the head's record and the write counter."""
         with _reachable("head"):
-            reply = await self._run(self._queue, self._queue_keys(session_id), [_questionnaire_prefix(session_id), "1"])
+            reply = await self._run(self._queue, queue_keys(session_id), [questionnaire_prefix(session_id), "1"])
         seq = int(reply[0])
         return self._head(reply[1], seq) if len(reply) > 1 else Head(None, seq)
 
     async def write_counts(self, session_ids: list[str]) -> list[int]:
-        keys = [_prefix(sid) + "seq" for sid in session_ids]
+        keys = [prefix(sid) + "seq" for sid in session_ids]
         values: list[Any] = []
         with _reachable("write_counts"):
             if isinstance(self._client, RedisCluster):
@@ -657,18 +622,18 @@ class RedisStore(Store):
         lifetime = _ms(max(self.retention, ttl, _PRESENCE_MIN_LIFETIME))
         with _reachable("heartbeat"):
             await self._run(
-                self._heartbeat, self._presence_keys(session_id), [client_id, repr(now + ttl), repr(now), lifetime]
+                self._heartbeat, presence_keys(session_id), [client_id, repr(now + ttl), repr(now), lifetime]
             )
 
     async def leave(self, session_id: str, client_id: str, now: float) -> None:
         lifetime = _ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
         with _reachable("leave"):
-            await self._run(self._leave, self._presence_keys(session_id), [client_id, repr(now), lifetime])
+            await self._run(self._leave, presence_keys(session_id), [client_id, repr(now), lifetime])
 
     async def presence(self, session_id: str, now: float) -> Presence:
         lifetime = _ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
         with _reachable("presence"):
-            clients, seen = await self._run(self._presence, self._presence_keys(session_id), [repr(now), lifetime])
+            clients, seen = await self._run(self._presence, presence_keys(session_id), [repr(now), lifetime])
         return Presence(int(clients), None if seen is None else float(seen))
 
     # --- notifications --------------------------------------------------------------
@@ -905,14 +870,6 @@ class RedisStore(Store):
             )
 
     # --- helpers ------------------------------------------------------------------------
-
-    @staticmethod
-    def _queue_keys(session_id: str) -> list[str]:
-        return [_prefix(session_id) + "queue", _prefix(session_id) + "seq"]
-
-    @staticmethod
-    def _presence_keys(session_id: str) -> list[str]:
-        return [_prefix(session_id) + "clients", _prefix(session_id) + "seen"]
 
     def _pack_own(self, state: Questionnaire) -> bytes:
         """``state`` packed for a write of ours. When the notice of that write will come back
