@@ -33,6 +33,7 @@ from broker.core.model import Question, StartInput, parse_tool_input
 from broker.store.base import Head, Notice, Presence, Store, StoreUnavailable
 from broker.store.memory import MemoryStore
 from broker.store.redis import RedisStore, channel_for
+from broker.store.redis import connections as redis_connections
 from broker.store.redis import store as redis_store_module
 from tests.support import RedisServer, redis_server
 
@@ -156,7 +157,7 @@ async def store(request: pytest.FixtureRequest, listener: Listener) -> AsyncIter
         else:  # the store makes its own connection from the URL, as in production
             server: RedisServer = request.getfixturevalue("real_redis")
             opened = RedisStore(server.unix_url if kind == "redis-unix" else server.url, retention)
-            assert opened._wire is not None  # both served by the store's own wire, not redis-py
+            assert opened._commands.wire is not None  # both served by the store's own wire, not redis-py
         await opened.start(listener.on_notice, listener.on_reconnect)
         try:
             yield opened
@@ -980,7 +981,7 @@ async def test_a_unix_url_talks_to_redis_over_its_unix_socket(
     """Every connection of a store on a unix:// URL, commands and notices, is on the socket:
     over the store's own wire for a plain URL, over redis-py for one with other options."""
     store = RedisStore(f"unix://{real_redis.unix_socket}{query}", 3600.0)
-    assert (store._wire is not None) == (query == "?db=0")
+    assert (store._commands.wire is not None) == (query == "?db=0")
     admin = Redis.from_url(real_redis.url)
     earlier = {client["id"] for client in await admin.client_list()}  # (other tests' may linger)
     await store.start(listener.on_notice, listener.on_reconnect)
@@ -1094,11 +1095,11 @@ async def test_the_scripts_survive_a_script_flush(real_redis: RedisServer, liste
 )
 def test_commands_packed_in_c_are_the_bytes_redis_py_packs(command: tuple[EncodableT, ...]) -> None:
     python = Connection()
-    fast = redis_store_module._packing_in_c(Connection)()
+    fast = redis_connections._packing_in_c(Connection)()
     assert b"".join(fast.pack_command(*command)) == b"".join(python.pack_command(*command))
 
 
 def test_commands_packed_in_c_refuse_what_redis_py_refuses() -> None:
-    fast = redis_store_module._packing_in_c(Connection)()
+    fast = redis_connections._packing_in_c(Connection)()
     with pytest.raises(DataError):
         fast.pack_command("SET", "k", True)

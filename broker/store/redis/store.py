@@ -23,38 +23,28 @@ link of its current owner (new primaries get new links, links of nodes that are 
 primaries retire). A link subscribes all its channels, waits for Redis to confirm, and only
 then calls ``on_reconnect`` so the service re-reads what it may have missed. An idle link
 is probed with PING so a silently dead peer is noticed too.
-
-Durability (docs/deploy.md): ``wait_replicas`` / ``wait_aof`` make every create and
-compare-and-set wait, on the connection that wrote, for WAIT (replicas acknowledged) or
-WAITAOF (fsynced to the AOF, Redis 7.2+). A write that misses the target within
-``wait_timeout`` still stands, but the call raises ``StoreUnavailable``, so the broker never
-acknowledges it; a retry finds its own write. Not available on a cluster.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import math
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 from contextlib import suppress
 from typing import Any, Final
 
-from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio import Redis
 from redis.asyncio.cluster import ClusterNode, RedisCluster
 from redis.asyncio.connection import AbstractConnection
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialBackoff, NoBackoff
-from redis.commands.core import AsyncScript
-from redis.exceptions import ClusterError, NoScriptError, RedisClusterException, RedisError, ResponseError
-from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.backoff import NoBackoff
+from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
-from redis.utils import HIREDIS_AVAILABLE
 
 from broker.core.machine import Questionnaire
-from broker.speedups.redis_wire import NoticeConnection, RedisWire
+from broker.speedups.redis_wire import NoticeConnection
 from broker.store.base import (
     NOTICE_STATE_LIMIT,
     Head,
@@ -68,22 +58,13 @@ from broker.store.base import (
     Written,
 )
 from broker.store.records import Records, from_msgpack, to_msgpack
+from broker.store.redis.commands import Commands, ms
+from broker.store.redis.connections import UNREACHABLE, reachable
 from broker.store.redis.keys import channel_for, prefix, presence_keys, questionnaire_prefix, queue_keys
 from broker.store.redis.scripts import COMPARE_AND_SET, CREATE, HEARTBEAT, LEAVE, PRESENCE, QUEUE, write_script
 
-# Connections one broker process keeps to a (non-cluster) Redis, and how long a command
-# may wait for a free one before the store counts as unavailable.
-POOL_SIZE: Final = 64
-POOL_WAIT: Final = 5.0
-
 logger = logging.getLogger(__name__)
 
-# Errors that mean "Redis cannot be reached" (redis-py wraps most socket errors, not all;
-# a cluster adds CLUSTERDOWN, an uncovered slot and "no startup node answers").
-_UNREACHABLE: Final = (RedisConnectionError, RedisTimeoutError, OSError, ClusterError, RedisClusterException)
-
-_CONNECT_TIMEOUT: Final = 2.0
-_COMMAND_TIMEOUT: Final = 5.0  # seconds a command may go unanswered before its connection counts as dead
 _IDLE_PROBE: Final = 5.0  # seconds without traffic before a notice connection is PINGed
 _CONFIRM_TIMEOUT: Final = 5.0  # seconds for Redis to confirm a subscription
 _BACKOFF_MIN: Final = 0.05
@@ -93,27 +74,6 @@ _STANDALONE: Final = "redis"  # the name of the only link on a single Redis
 _PROBE_SESSION: Final = "qbroker-start-probe"  # a session only start() uses (see _try_access)
 _OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
 _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
-
-
-def _ms(seconds: float) -> int:
-    return max(1, math.ceil(seconds * 1000))
-
-
-class _reachable:  # noqa: N801 - used as ``with _reachable("load"):``, like a function
-    """Turn 'Redis cannot be reached' into ``StoreUnavailable``. (A class, not a
-    ``@contextmanager``: it wraps every store call, and a generator costs a microsecond.)"""
-
-    __slots__ = ("what",)
-
-    def __init__(self, what: str) -> None:
-        self.what = what
-
-    def __enter__(self) -> None:
-        pass
-
-    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
-        if exc is not None and isinstance(exc, _UNREACHABLE):
-            raise StoreUnavailable(f"redis store: {self.what} failed: {type(exc).__name__}: {exc}") from exc
 
 
 def _head_of(state: Questionnaire, seq: int) -> Head:
@@ -174,31 +134,6 @@ def _quiet_push_trace(connection: AbstractConnection) -> None:
     setter = getattr(getattr(connection, "_parser", None), "set_pubsub_push_handler", None)
     if setter is not None:
         setter(_pass_push)
-
-
-def _packing_in_c(connection_class: type[AbstractConnection]) -> type[AbstractConnection]:
-    """``connection_class`` packing its commands with hiredis (C) rather than redis-py's
-    asyncio packer (Python, ~8 us for a script call of ~15 arguments), as redis-py's own
-    synchronous client does (``HiredisRespSerializer``): same bytes, ~1 us."""
-    if not HIREDIS_AVAILABLE:
-        return connection_class
-    import hiredis  # noqa: PLC0415 - only with hiredis installed
-
-    python_packing = connection_class.pack_command
-
-    def pack_command(self: AbstractConnection, *args: EncodableT) -> list[bytes]:
-        head = args[0]
-        if isinstance(head, str):
-            args = (*head.encode().split(), *args[1:])  # 'SCRIPT LOAD' is two arguments
-        elif isinstance(head, bytes) and b" " in head:
-            args = (*head.split(), *args[1:])
-        try:
-            return [hiredis.pack_command(args)]  # type: ignore[arg-type]
-        except TypeError:  # a bool, a bytearray or memoryview, an int beyond 64 bits
-            return list(python_packing(self, *args))  # converts, or raises DataError
-
-    packed = type(connection_class.__name__, (connection_class,), {"pack_command": pack_command})
-    return packed
 
 
 class _Unsubscribed(Exception):
@@ -324,7 +259,7 @@ class _Link:
     async def disconnect(self) -> None:
         connection, self.connection = self.connection, None
         if connection is not None:
-            with suppress(*_UNREACHABLE):
+            with suppress(*UNREACHABLE):
                 await connection.disconnect(nowait=True)
 
     async def stop(self) -> None:
@@ -372,7 +307,7 @@ class _Link:
                     probing = True
             except asyncio.CancelledError:
                 raise
-            except (*_UNREACHABLE, ResponseError, _Unsubscribed, StoreUnavailable) as exc:
+            except (*UNREACHABLE, ResponseError, _Unsubscribed, StoreUnavailable) as exc:
                 # ResponseError: MOVED/ASK/TRYAGAIN (the slot is served elsewhere now), or any
                 # other refusal of a subscription; reconnecting (after a re-route) repairs it.
                 # StoreUnavailable comes from on_reconnect: reconnect again so it runs again.
@@ -422,69 +357,31 @@ class RedisStore(Store):
         wait_timeout: float = 2.0,
     ) -> None:
         self.retention = retention
-        if wait_replicas < 0:
-            raise ValueError("wait_replicas must not be negative")
-        if (cluster or isinstance(client, RedisCluster)) and (wait_replicas or wait_aof):
-            raise ValueError("WAIT/WAITAOF after each write is not supported on a Redis Cluster (see docs/deploy.md)")
-        self._owns_client = client is None
-        # The hot commands (the scripts, the reads) go over a pipelined connection of our own
-        # (redis_wire) where it can stand in for redis-py: one Redis, a plain redis:// URL,
-        # no WAIT after writes (that pipeline must run on the connection that wrote).
-        self._wire: RedisWire | None = None
-        if client is None and not cluster and not (wait_replicas or wait_aof):
-            self._wire = RedisWire.from_url(url, connect_timeout=_CONNECT_TIMEOUT, timeout=_COMMAND_TIMEOUT)
+        self._commands = commands = Commands(
+            url,
+            client=client,
+            cluster=cluster,
+            wait_replicas=wait_replicas,
+            wait_aof=wait_aof,
+            wait_timeout=wait_timeout,
+        )
         # A client's frame may start at once only where every call goes over the wire: redis-py
         # (a cluster, WAIT, TLS) times its reads with asyncio.timeout, which needs a task.
-        self.eager_safe = self._wire is not None
-        if client is None:
-            # One quick retry: the scripts are safe to repeat, and a broker should answer
-            # 503 soon rather than hang while Redis is away.
-            options: dict[str, Any] = {"socket_connect_timeout": _CONNECT_TIMEOUT, "socket_timeout": _COMMAND_TIMEOUT}
-            if not url.startswith("unix://"):  # (redis-py's Unix socket connection takes no keepalive)
-                options["socket_keepalive"] = True
-            if cluster:
-                # A cluster needs a few attempts: MOVED and a failover are retried by redis-py.
-                client = RedisCluster.from_url(url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3), **options)
-            else:
-                # A blocking pool: under a burst, commands queue for one of the pool's
-                # connections (a few ms) instead of failing with "Too many connections".
-                pool = BlockingConnectionPool.from_url(
-                    url,
-                    max_connections=POOL_SIZE,
-                    timeout=POOL_WAIT,
-                    retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 1),
-                    **options,
-                )
-                if pool.connection_kwargs.get("encoding", "utf-8") == "utf-8":  # hiredis encodes UTF-8
-                    pool.connection_class = _packing_in_c(pool.connection_class)
-                client = Redis.from_pool(pool)  # the client owns the pool: aclose() closes it
+        self.eager_safe = commands.wire is not None
+        self._client = client = commands.client
         self._cluster = isinstance(client, RedisCluster)
-        if isinstance(client, RedisCluster):
-            kwargs = client.get_connection_kwargs()
-        else:
-            kwargs = client.connection_pool.connection_kwargs
-        if kwargs.get("decode_responses"):
-            raise ValueError("RedisStore needs a client with decode_responses=False")
-        self._client = client
         sharded = sharded or self._cluster
         self._publish = "SPUBLISH" if sharded else "PUBLISH"
         self._subscribe_command = "SSUBSCRIBE" if sharded else "SUBSCRIBE"
         self._unsubscribe_command = "SUNSUBSCRIBE" if sharded else "UNSUBSCRIBE"
         self._confirmations = (b"ssubscribe",) if sharded else (b"subscribe",)
         self._messages = (b"smessage",) if sharded else (b"message",)
-        self._wait: tuple[EncodableT, ...] | None = None
-        self._wait_replicas = wait_replicas
-        if wait_aof:
-            self._wait = ("WAITAOF", 1, wait_replicas, _ms(wait_timeout))
-        elif wait_replicas:
-            self._wait = ("WAIT", wait_replicas, _ms(wait_timeout))
-
-        self._create = client.register_script(write_script(CREATE, self._publish))
-        self._compare_and_set = client.register_script(write_script(COMPARE_AND_SET, self._publish))
-        self._queue = client.register_script(QUEUE)
-        self._heartbeat = client.register_script(HEARTBEAT)
-        self._leave = client.register_script(LEAVE)
-        self._presence = client.register_script(PRESENCE)
+        self._create = commands.register(write_script(CREATE, self._publish))
+        self._compare_and_set = commands.register(write_script(COMPARE_AND_SET, self._publish))
+        self._queue = commands.register(QUEUE)
+        self._heartbeat = commands.register(HEARTBEAT)
+        self._leave = commands.register(LEAVE)
+        self._presence = commands.register(PRESENCE)
 
         # Notifications: channel -> session id, subscriptions Redis has yet to confirm, and
         # the links (notice connections) by endpoint name.
@@ -509,19 +406,19 @@ class RedisStore(Store):
             state.id,
             state.version,
             self._pack_own(state),
-            _ms(self.retention),
+            ms(self.retention),
             self._notice(state),
             NOTICE_STATE_LIMIT,
         ]
-        with _reachable("create"):
-            reply = await self._write(self._create, keys, args, lambda r: int(r[0]) == 1)
+        with reachable("create"):
+            reply = await self._commands.write(self._create, keys, args, lambda r: int(r[0]) == 1)
         if int(reply[0]) == 1:
             return state
         return self._unpack(reply[1])
 
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
-        with _reachable("load"):
-            record = await self._command("HGET", questionnaire_prefix(session_id) + questionnaire_id, "s")
+        with reachable("load"):
+            record = await self._commands.command("HGET", questionnaire_prefix(session_id) + questionnaire_id, "s")
         return None if record is None else self._unpack(record)
 
     async def commit(
@@ -534,15 +431,15 @@ class RedisStore(Store):
             expected_version,
             state.version,
             self._pack_own(state),
-            _ms(self.retention),
+            ms(self.retention),
             "1" if state.is_terminal else "0",
             state.id,
             self._notice(state),
             NOTICE_STATE_LIMIT,
             "1" if state.is_outcome else "0",
         ]
-        with _reachable("compare_and_set"):
-            reply = await self._write(self._compare_and_set, keys, args, lambda r: isinstance(r, list))
+        with reachable("compare_and_set"):
+            reply = await self._commands.write(self._compare_and_set, keys, args, lambda r: isinstance(r, list))
         if not isinstance(reply, list):
             return None
         seq = int(reply[0])
@@ -551,89 +448,48 @@ class RedisStore(Store):
         return Written(seq, self._head(reply[2], seq) if len(reply) > 2 else Head(None, seq))
 
     async def queue(self, session_id: str) -> list[str]:
-        with _reachable("queue"):
-            ids = await self._run(self._queue, queue_keys(session_id), [questionnaire_prefix(session_id), "0"])
+        with reachable("queue"):
+            ids = await self._commands.run(self._queue, queue_keys(session_id), [questionnaire_prefix(session_id), "0"])
         return [bytes(i).decode() for i in ids]
 
     async def head(self, session_id: str) -> Head:
         """One round trip: the script returns the head's record and the write counter."""
-        with _reachable("head"):
-            reply = await self._run(self._queue, queue_keys(session_id), [questionnaire_prefix(session_id), "1"])
+        with reachable("head"):
+            reply = await self._commands.run(
+                self._queue, queue_keys(session_id), [questionnaire_prefix(session_id), "1"]
+            )
         seq = int(reply[0])
         return self._head(reply[1], seq) if len(reply) > 1 else Head(None, seq)
 
     async def write_counts(self, session_ids: list[str]) -> list[int]:
         keys = [prefix(sid) + "seq" for sid in session_ids]
         values: list[Any] = []
-        with _reachable("write_counts"):
+        with reachable("write_counts"):
             if isinstance(self._client, RedisCluster):
                 values = list(await self._client.mget_nonatomic(keys)) if keys else []  # per slot
             else:
                 for start in range(0, len(keys), _MGET_CHUNK):
-                    values.extend(await self._command("MGET", *keys[start : start + _MGET_CHUNK]))
+                    values.extend(await self._commands.command("MGET", *keys[start : start + _MGET_CHUNK]))
         return [0 if value is None else int(value) for value in values]
-
-    async def _write(
-        self, script: AsyncScript, keys: list[str], args: list[EncodableT], wrote: Callable[[Any], bool]
-    ) -> Any:
-        """Run a write script; with a durability target, WAIT/WAITAOF on the same connection."""
-        if self._wait is None or isinstance(self._client, RedisCluster):  # (refused on a cluster)
-            return await self._run(script, keys, args)
-        pipe = self._client.pipeline(transaction=False)  # one connection: WAIT counts its writes
-        await script(keys=keys, args=args, client=pipe)
-        pipe.execute_command(*self._wait)
-        reply, acknowledged = await pipe.execute()
-        if wrote(reply) and not self._durable(acknowledged):
-            command = "WAITAOF" if isinstance(acknowledged, list) else "WAIT"
-            logger.warning("redis write not acknowledged by %s in time (got %r)", command, acknowledged)
-            raise StoreUnavailable(f"redis store: the write was not acknowledged by {command} in time")
-        return reply
-
-    async def _run(self, script: AsyncScript, keys: list[str], args: list[EncodableT]) -> Any:
-        """EVALSHA straight through the client, without redis-py's per-call Script wrapper;
-        on NOSCRIPT (SCRIPT FLUSH, a restarted or failed-over Redis) load the script, again."""
-        wire = self._wire
-        try:
-            if wire is not None:  # (not through _command: one coroutine less on every write)
-                return await wire.execute("EVALSHA", script.sha, len(keys), *keys, *args)
-            return await self._client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            if self._wire is None:
-                script.sha = await self._client.script_load(script.script)
-            else:
-                script.sha = bytes(await self._wire.execute("SCRIPT", "LOAD", script.script)).decode()
-            return await self._command("EVALSHA", script.sha, len(keys), *keys, *args)
-
-    async def _command(self, *args: Any) -> Any:
-        """One command, over the wire where there is one (its reply is the raw reply either way:
-        the store sends no command that redis-py's response callbacks would change)."""
-        if self._wire is not None:
-            return await self._wire.execute(*args)
-        return await self._client.execute_command(*args)
-
-    def _durable(self, acknowledged: Any) -> bool:
-        if isinstance(acknowledged, list):  # WAITAOF: [fsynced locally, replicas that fsynced]
-            return int(acknowledged[0]) >= 1 and int(acknowledged[1]) >= self._wait_replicas
-        return int(acknowledged) >= self._wait_replicas
 
     # --- presence -------------------------------------------------------------------
 
     async def heartbeat(self, session_id: str, client_id: str, ttl: float, now: float) -> None:
-        lifetime = _ms(max(self.retention, ttl, _PRESENCE_MIN_LIFETIME))
-        with _reachable("heartbeat"):
-            await self._run(
+        lifetime = ms(max(self.retention, ttl, _PRESENCE_MIN_LIFETIME))
+        with reachable("heartbeat"):
+            await self._commands.run(
                 self._heartbeat, presence_keys(session_id), [client_id, repr(now + ttl), repr(now), lifetime]
             )
 
     async def leave(self, session_id: str, client_id: str, now: float) -> None:
-        lifetime = _ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
-        with _reachable("leave"):
-            await self._run(self._leave, presence_keys(session_id), [client_id, repr(now), lifetime])
+        lifetime = ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
+        with reachable("leave"):
+            await self._commands.run(self._leave, presence_keys(session_id), [client_id, repr(now), lifetime])
 
     async def presence(self, session_id: str, now: float) -> Presence:
-        lifetime = _ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
-        with _reachable("presence"):
-            clients, seen = await self._run(self._presence, presence_keys(session_id), [repr(now), lifetime])
+        lifetime = ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
+        with reachable("presence"):
+            clients, seen = await self._commands.run(self._presence, presence_keys(session_id), [repr(now), lifetime])
         return Presence(int(clients), None if seen is None else float(seen))
 
     # --- notifications --------------------------------------------------------------
@@ -649,7 +505,7 @@ class RedisStore(Store):
             return  # start() subscribes every registered session
         if pending is None:
             try:
-                with _reachable("subscribe"):
+                with reachable("subscribe"):
                     link = self._link(self._route(channel))
             except StoreUnavailable:
                 del self._subscribed[channel]  # no link to carry it: the next call tries again
@@ -687,13 +543,12 @@ class RedisStore(Store):
         self._on_reconnect = on_reconnect
         early: dict[str, list[Any]] = {}
         try:
-            with _reachable("start"):
+            with reachable("start"):
                 if isinstance(self._client, RedisCluster):
                     await self._client.initialize()
                 else:
                     self._link(_STANDALONE)
-                if self._wait is not None and self._wait[0] == "WAITAOF":
-                    await self._require_waitaof()
+                await self._commands.require_durability()
                 for channel in self._subscribed:
                     self._link(self._route(channel)).channels.add(channel)
                 for name, link in self._links.items():
@@ -737,10 +592,7 @@ class RedisStore(Store):
         self._unconfirmed.clear()
         self._on_notice = None
         self._on_reconnect = None
-        if self._wire is not None:
-            await self._wire.aclose()
-        if self._owns_client:
-            await self._client.aclose()
+        await self._commands.close()
 
     async def ping(self) -> bool:
         """True when Redis answers; on a cluster, when any primary answers (a shard that is
@@ -775,7 +627,7 @@ class RedisStore(Store):
         return link
 
     def _connection_factory(self, name: str) -> Callable[[], AbstractConnection]:
-        wire = self._wire
+        wire = self._commands.wire
         if wire is not None:  # (our own, like the commands': cheaper per notice read)
             return lambda: NoticeConnection(wire)  # type: ignore[return-value]
         if not isinstance(self._client, RedisCluster):
@@ -803,7 +655,7 @@ class RedisStore(Store):
                 wanted: dict[str, set[bytes]] = {}
                 for channel in self._subscribed:
                     wanted.setdefault(self._route(channel), set()).add(channel)
-            except _UNREACHABLE as exc:
+            except UNREACHABLE as exc:
                 logger.info("redis cluster topology not refreshed (%s); retrying", type(exc).__name__)
                 return
             for name, link in list(self._links.items()):
@@ -859,15 +711,6 @@ class RedisStore(Store):
     async def _reconnected(self) -> None:
         if self._on_reconnect is not None:
             await self._on_reconnect()
-
-    async def _require_waitaof(self) -> None:
-        info = await self._client.info("server")
-        version = tuple(int(part) for part in str(info.get("redis_version", "0")).split(".")[:2])
-        if version < (7, 2):
-            raise StoreUnavailable(
-                f"redis store: QBROKER_REDIS_WAIT_AOF needs Redis 7.2 or later (WAITAOF); "
-                f"this server is {info.get('redis_version')}"
-            )
 
     # --- helpers ------------------------------------------------------------------------
 
