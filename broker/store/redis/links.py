@@ -3,10 +3,10 @@
 When a link drops, when Redis answers MOVED, or when Redis unsubscribes a channel on its own
 (its slot migrated, or the node lost its primary role in a failover) the link reconnects
 with backoff; on a cluster its owner first re-reads the slot map and moves every channel to
-the link of its current owner (``LinkOwner.reroute``, subscriptions.py). A link subscribes
-all its channels, waits for Redis to confirm, and only then calls ``on_reconnect``
-(``LinkOwner.reconnected``) so the service re-reads what it may have missed. An idle link
-is probed with PING so a silently dead peer is noticed too.
+the link of the primary that now holds its slot (``LinkOwner.reroute``: subscriptions.py,
+routing.py). A link subscribes all its channels, waits for Redis to confirm, and only then
+calls ``on_reconnect`` (``LinkOwner.reconnected``) so the service re-reads what it may have
+missed. An idle link is probed with PING so a silently dead peer is noticed too.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ class LinkOwner(Protocol):
         ``Unsubscribed`` when Redis dropped a channel the link still carries."""
 
     async def reconnected(self) -> None:
-        """``link`` is back, every channel confirmed, after notices may have been missed."""
+        """A link is back, every channel confirmed, after notices may have been missed."""
 
     async def reroute(self) -> None:
         """A link failed: on a cluster, re-read which link each channel belongs to."""

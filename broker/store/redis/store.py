@@ -1,4 +1,5 @@
-"""The Redis store: any number of broker processes share one Redis, or one Redis Cluster."""
+"""``RedisStore``: the ``Store`` on Redis, put together from the pieces of this package
+(``__init__.py`` names them): the questionnaires' and presence's calls, and the life cycle."""
 
 from __future__ import annotations
 
