@@ -335,8 +335,8 @@ class RedisWire:
 
 
 class NoticeConnection(_RespSocket):
-    """A pub/sub connection for the store's notice links (``_Link`` in redis.py), in place of
-    a redis-py connection: the same methods the link calls, without redis-py's cost per
+    """A pub/sub connection for the store's notice links (``Link``, broker/store/redis/links.py),
+    in place of a redis-py connection: the same methods the link calls, without redis-py's cost per
     message read (a timeout context and several coroutine layers for every notice).
 
     ``read_response(timeout)`` returns the next reply at once when one is buffered, else

@@ -42,7 +42,7 @@ def protocol_redis_url() -> Iterator[str]:
     try:
         importlib.import_module("broker.store.redis")
     except ImportError as exc:
-        pytest.fail(f"the redis deployment needs broker/store/redis.py, which does not import: {exc}")
+        pytest.fail(f"the redis deployment needs broker/store/redis/, which does not import: {exc}")
     with redis_server() as server:
         yield server.url
 

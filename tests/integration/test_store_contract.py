@@ -30,10 +30,13 @@ from redis.typing import EncodableT
 from broker.core import machine
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, StartInput, parse_tool_input
-from broker.store import redis as redis_store_module
 from broker.store.base import Head, Notice, Presence, Store, StoreUnavailable
 from broker.store.memory import MemoryStore
 from broker.store.redis import RedisStore, channel_for
+from broker.store.redis import connections as redis_connections
+from broker.store.redis import notices as redis_notices
+from broker.store.redis import store as redis_store_module
+from broker.store.redis import subscriptions as redis_subscriptions
 from tests.support import RedisServer, redis_server
 
 NOW = 1_700_000_000.0
@@ -156,7 +159,7 @@ async def store(request: pytest.FixtureRequest, listener: Listener) -> AsyncIter
         else:  # the store makes its own connection from the URL, as in production
             server: RedisServer = request.getfixturevalue("real_redis")
             opened = RedisStore(server.unix_url if kind == "redis-unix" else server.url, retention)
-            assert opened._wire is not None  # both served by the store's own wire, not redis-py
+            assert opened._commands.wire is not None  # both served by the store's own wire, not redis-py
         await opened.start(listener.on_notice, listener.on_reconnect)
         try:
             yield opened
@@ -764,7 +767,7 @@ async def test_the_notice_of_its_own_write_gives_a_store_the_state_it_wrote(
     assert [n.record.state() if n.record else None for n in notices] == [ours, theirs]
     assert notices[0].record is not None and notices[0].record.state() is ours  # not decoded again
     assert notices[1].record is not None and notices[1].record.state() is not theirs  # decoded
-    assert not redis_store._own_records  # the notice took its state with it
+    assert not redis_store._own_writes.states  # the notice took its state with it
 
 
 async def test_a_store_keeps_a_write_of_its_own_only_when_its_notice_will_come(redis_client: Redis) -> None:
@@ -773,25 +776,25 @@ async def test_a_store_keeps_a_write_of_its_own_only_when_its_notice_will_come(r
     await store.subscribe(outcomes_only, outcomes_only=True)
     await store.create(new_questionnaire(unfollowed))
     opened = await store.create(new_questionnaire(outcomes_only))
-    assert not store._own_records  # nobody here follows these writes
+    assert not store._own_writes.states  # nobody here follows these writes
 
     aborted = advanced(opened, machine.Abort())
     assert await store.compare_and_set(aborted, opened.version)
 
-    assert list(store._own_records.values()) == [aborted]  # an outcome: its notice comes here
+    assert list(store._own_writes.states.values()) == [aborted]  # an outcome: its notice comes here
     await store.close()
 
 
 async def test_a_store_keeps_only_its_latest_writes_whose_notices_did_not_come(
     redis_client: Redis, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_store_module, "_OWN_RECORDS", 3)
+    monkeypatch.setattr(redis_notices, "_OWN_RECORDS", 3)
     store = RedisStore("redis://unused", 3600.0, client=redis_client)  # not started: reads no notice
     sid = new_session()
     await store.subscribe(sid)
     states = [await store.create(new_questionnaire(sid)) for _ in range(5)]
 
-    assert list(store._own_records.values()) == states[-3:]
+    assert list(store._own_writes.states.values()) == states[-3:]
     await store.close()
 
 
@@ -905,7 +908,7 @@ async def test_sharded_notices_use_ssubscribe_and_spublish(real_redis: RedisServ
 async def test_every_method_raises_store_unavailable_when_redis_is_down(
     listener: Listener, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(redis_store_module, "_CONFIRM_TIMEOUT", 0.5)  # subscribe gives up sooner
+    monkeypatch.setattr(redis_subscriptions, "CONFIRM_TIMEOUT", 0.5)  # subscribe gives up sooner
     with redis_server() as server:
         store = RedisStore(server.url, 3600.0)
         await store.start(listener.on_notice, listener.on_reconnect)
@@ -980,7 +983,7 @@ async def test_a_unix_url_talks_to_redis_over_its_unix_socket(
     """Every connection of a store on a unix:// URL, commands and notices, is on the socket:
     over the store's own wire for a plain URL, over redis-py for one with other options."""
     store = RedisStore(f"unix://{real_redis.unix_socket}{query}", 3600.0)
-    assert (store._wire is not None) == (query == "?db=0")
+    assert (store._commands.wire is not None) == (query == "?db=0")
     admin = Redis.from_url(real_redis.url)
     earlier = {client["id"] for client in await admin.client_list()}  # (other tests' may linger)
     await store.start(listener.on_notice, listener.on_reconnect)
@@ -1094,11 +1097,11 @@ async def test_the_scripts_survive_a_script_flush(real_redis: RedisServer, liste
 )
 def test_commands_packed_in_c_are_the_bytes_redis_py_packs(command: tuple[EncodableT, ...]) -> None:
     python = Connection()
-    fast = redis_store_module._packing_in_c(Connection)()
+    fast = redis_connections._packing_in_c(Connection)()
     assert b"".join(fast.pack_command(*command)) == b"".join(python.pack_command(*command))
 
 
 def test_commands_packed_in_c_refuse_what_redis_py_refuses() -> None:
-    fast = redis_store_module._packing_in_c(Connection)()
+    fast = redis_connections._packing_in_c(Connection)()
     with pytest.raises(DataError):
         fast.pack_command("SET", "k", True)

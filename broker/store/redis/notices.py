@@ -1,0 +1,112 @@
+"""Notices as the Redis store sends and reads them, and the states of its own writes whose
+notices come back to it.
+
+A notice is a msgpack array ``[sid, id, version, status, record, seq, head]``: the record
+is the written state (nil when larger than ``NOTICE_STATE_LIMIT``), ``seq`` the write's
+number in the session, and ``head`` the next head's record after a write that closed a
+questionnaire (false: none; nil: not said). The writer packs the first four; the script
+appends the rest (it alone knows the number). A notice of only the first three (an older
+broker) is understood too, as "look again". A notice holds answers: it is never logged,
+and the notice connections do not let redis-py trace what they read (links.py).
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Callable, Container
+from typing import Any, Final
+
+from broker.core.machine import Questionnaire
+from broker.store.base import Head, Notice, Record
+from broker.store.records import Records, from_msgpack, to_msgpack
+from broker.store.redis.keys import channel_for
+
+_OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
+
+
+def head_of(state: Questionnaire, seq: int) -> Head:
+    """A session's head as a write script names it: the oldest open questionnaire's record."""
+    return Head(None if state.is_terminal else state, seq)
+
+
+def notice_prefix(state: Questionnaire) -> bytes:
+    """The notice's first four fields, under the header of the whole 7-field array (the
+    script appends the record, the write number and the head)."""
+    packed = to_msgpack([state.session_id, state.id, state.version, state.status])
+    return b"\x97" + packed[1:]  # fixarray 4 -> fixarray 7
+
+
+def decode_notice(data: Any, record_of: Callable[[bytes], Record]) -> Notice | None:
+    """The notice in a published message, or None when it is not one (never raises);
+    ``record_of`` makes a record's bytes a ``Record`` (decoded when a receiver asks)."""
+    try:
+        fields = from_msgpack(data)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(fields, list) or len(fields) < 3:
+        return None
+    session_id, questionnaire_id, version = fields[:3]
+    if not (isinstance(session_id, str) and isinstance(questionnaire_id, str) and type(version) is int):
+        return None
+    if len(fields) < 7:
+        return Notice(session_id, questionnaire_id, version)  # an older broker's: "look again"
+    status, record, seq, head = fields[3:7]
+    if not (
+        isinstance(status, str)
+        and (record is None or isinstance(record, bytes))
+        and type(seq) is int
+        and seq >= 0
+        and (head is None or head is False or isinstance(head, bytes))
+    ):
+        return Notice(session_id, questionnaire_id, version)
+    next_head: Head | None = None
+    if head is False:
+        next_head = Head(None, seq)
+    elif head is not None:
+        try:
+            next_head = head_of(record_of(head).state(), seq)
+        except Exception:  # noqa: BLE001 - a malformed record: the receiver reads instead
+            next_head = None
+    return Notice(
+        session_id,
+        questionnaire_id,
+        version,
+        status,
+        seq,
+        None if record is None else record_of(record),
+        next_head,
+    )
+
+
+class OwnWrites:
+    """The states of this process's latest writes whose notices will come back here, by
+    their records' bytes; ``followed``: the channels this process subscribes to."""
+
+    def __init__(self, records: Records, followed: Container[bytes]) -> None:
+        self.states: OrderedDict[bytes, Questionnaire] = OrderedDict()
+        self._records = records
+        self._followed = followed
+        self._unpack = records.unpack
+
+    def pack(self, state: Questionnaire) -> bytes:
+        """``state`` packed for a write of ours. When the notice of that write will come back
+        to this process (it follows the session's every write, or this one is an outcome and
+        it follows the session's outcomes), the state is kept until then: that notice costs
+        a lookup rather than a decoding, and takes the state away with it. (Kept any longer,
+        a state is freed when it has long left the processor's cache: a miss per object.)"""
+        packed = self._records.pack(state)
+        followed = self._followed
+        if channel_for(state.session_id).encode() in followed or (
+            state.is_outcome and channel_for(state.session_id, outcomes_only=True).encode() in followed
+        ):
+            own = self.states
+            own[packed] = state
+            if len(own) > _OWN_RECORDS:
+                own.popitem(last=False)  # the oldest: a notice that did not come
+        return packed
+
+    def record_of(self, raw: bytes) -> Record:
+        """A notice's record: for a write of ours, the very state it packed (same bytes, so the
+        same state), taken out of the kept ones; any other, decoded when asked for."""
+        state = self.states.pop(raw, None)
+        return Record(raw, self._unpack) if state is None else Record.of(state)

@@ -1,0 +1,38 @@
+"""The store's Lua scripts, one file each, read once when the store is imported (they ship
+as package data; pyproject.toml).
+
+Every write is one Lua script, so it is one round trip and atomic: compare-and-set checks
+the version, maintains the queue, counts the write, renews the retention TTL and publishes
+the notice in the same step; one that closes a questionnaire also finds the session's next
+head, and returns it with the write's number, so the writer needs no second read.
+
+A retried script (the reply of the first attempt was lost) is harmless: create rewrites the
+same record, and compare-and-set reports success again when it finds its own write.
+"""
+
+from __future__ import annotations
+
+from importlib.resources import files
+from typing import Final
+
+
+def _read(name: str) -> str:
+    return files(__name__).joinpath(name).read_text(encoding="utf-8")
+
+
+# The write scripts start with msgpack.lua (the encoders for what they append to a notice)
+# and a prelude (``write_script``) that sets the store's publish command (PUBLISH), and find
+# the session's key prefix in the seq key's name, so that no call has to pass either.
+_MSGPACK: Final = _read("msgpack.lua")
+CREATE: Final = _MSGPACK + _read("create.lua")
+COMPARE_AND_SET: Final = _MSGPACK + _read("compare_and_set.lua")
+
+QUEUE: Final = _read("queue.lua")
+HEARTBEAT: Final = _read("heartbeat.lua")
+LEAVE: Final = _read("leave.lua")
+PRESENCE: Final = _read("presence.lua")
+
+
+def write_script(body: str, publish: str) -> str:
+    """A write script with the store's constants: fewer arguments to pack on every call."""
+    return f"local PUBLISH = '{publish}'\n{body}"
