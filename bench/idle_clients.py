@@ -56,7 +56,7 @@ async def hold(url: str, count: int, mode: str, prefix: str, hold_for: float) ->
                     if welcome.get("type") != "welcome" or view.get("type") != "idle":
                         raise RuntimeError(f"unexpected frames {welcome!r} {view!r}")
             connections.append(ws)
-        except Exception as exc:  # noqa: BLE001 - counted and reported
+        except Exception as exc:  # counted and reported
             failed += 1
             if failed <= 3:
                 print(f"idle_clients: {exc!r}", file=sys.stderr, flush=True)

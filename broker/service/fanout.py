@@ -227,7 +227,7 @@ def _carried(notice: Notice) -> Questionnaire | None:
         return None
     try:
         return notice.record.state()
-    except Exception:  # noqa: BLE001 - a malformed record costs a read, nothing more
+    except Exception:  # a malformed record costs a read, nothing more
         log.warning("unreadable state in a notice", extra={"session": notice.session_id})
         return None
 

@@ -80,7 +80,7 @@ class Resuming:
             return
         except (KeyboardInterrupt, SystemExit):
             raise
-        except BaseException as exc:  # noqa: BLE001 - it must not escape into the completer's callback
+        except BaseException as exc:  # it must not escape into the completer's callback
             asyncio.get_running_loop().call_exception_handler(
                 {"message": "a coroutine run eagerly failed", "exception": exc}
             )

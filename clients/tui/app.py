@@ -129,7 +129,7 @@ def _build_app(model: TuiModel, conn: Connection) -> Application[int]:
         out: list[tuple[str, str]] = []
         try:
             lines = model.render(size.columns, size.rows, time.monotonic())
-        except Exception as exc:  # noqa: BLE001 - a drawing bug must not end the session
+        except Exception as exc:  # a drawing bug must not end the session
             lines = [[("class:status.error", f" could not draw the screen: {exc!r}"[: size.columns])]]
         for i, line in enumerate(lines):
             if i:

@@ -31,7 +31,7 @@ CONNECT_TIMEOUT: Final = 2.0
 COMMAND_TIMEOUT: Final = 5.0  # seconds a command may go unanswered before its connection counts as dead
 
 
-class reachable:  # noqa: N801 - used as ``with reachable("load"):``, like a function
+class reachable:  # used as ``with reachable("load"):``, like a function
     """Turn 'Redis cannot be reached' into ``StoreUnavailable``. (A class, not a
     ``@contextmanager``: it wraps every store call, and a generator costs a microsecond.)"""
 
@@ -79,7 +79,7 @@ def _packing_in_c(connection_class: type[AbstractConnection]) -> type[AbstractCo
     synchronous client does (``HiredisRespSerializer``): same bytes, ~1 us."""
     if not HIREDIS_AVAILABLE:
         return connection_class
-    import hiredis  # noqa: PLC0415 - only with hiredis installed
+    import hiredis  # only with hiredis installed
 
     python_packing = connection_class.pack_command
 

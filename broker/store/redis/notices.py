@@ -65,7 +65,7 @@ def decode_notice(data: Any, record_of: Callable[[bytes], Record]) -> Notice | N
     elif head is not None:
         try:
             next_head = head_of(record_of(head).state(), seq)
-        except Exception:  # noqa: BLE001 - a malformed record: the receiver reads instead
+        except Exception:  # a malformed record: the receiver reads instead
             next_head = None
     return Notice(
         session_id,
