@@ -79,7 +79,7 @@ class _Server(uvicorn.Server):
 def run(args: argparse.Namespace) -> int:
     from broker.app import create_app
     from broker.speedups.http_protocol import CoalescingHttpProtocol
-    from broker.ws import protocol_for
+    from broker.speedups.ws_protocol import protocol_for
 
     config = Config.from_env(
         host=args.host, port=args.port, redis_url=args.redis_url, data_dir=args.data_dir, log_level=args.log_level

@@ -1,24 +1,17 @@
 """The client websocket: handshake checks, hello/auth, limits, and the command loop.
 
-uvicorn parses HTTP and hands each websocket upgrade to a protocol class. Ours,
-``ClientSocket``, extends uvicorn's sans-I/O one (websockets' ``ServerProtocol`` underneath,
-which keeps the handshake, keepalive pings and closing handshake) and serves
-``/v1/sessions/{sid}/ws`` itself instead of through ASGI: frames arrive as callbacks and
-frames to the client are written to the transport at once. Why not the ASGI route:
-
-- an idle client then costs no task, no coroutine stack and no receive queue, which is most
-  of the memory a connection costs under ASGI;
-- a frame takes no extra hops: no receive queue between parser and handler, no writer task
-  between the fan-out and the socket (the answer -> next question latency).
+``ClientConnection`` is one connected client: its hello, its frames in order, its frames
+out. The protocol class that uvicorn runs for each upgrade, ``ClientSocket``
+(broker/speedups/ws_protocol.py), serves ``/v1/sessions/{sid}/ws`` without ASGI and hands
+each client's frames to its ``ClientConnection``; the handshake's rules (origin,
+subprotocol, session id) are here.
 
 The work a frame sets off (the hello's join, a command) takes the frames in arrival order.
 It starts at once, in the read callback, and a task takes over only when it has to wait
-(broker/speedups/eager.py): on the memory store never, on Redis from the commit's round trip (where
-redis-py carries the commands, a task from the start). A whole data frame that arrives
-alone is read without websockets' parser (broker/speedups/ws_frames.py). A client whose socket stops
-draining gets its frames queued, up to a bound, and is then disconnected (it reconnects and
-gets the current state), so a slow client never holds up the fan-out to others. Every other
-websocket path goes to the ASGI app as usual (which refuses it).
+(broker/speedups/eager.py): on the memory store never, on Redis from the commit's round
+trip. A client whose socket stops draining gets its frames queued, up to a bound, and is
+then disconnected (it reconnects and gets the current state), so a slow client never holds
+up the fan-out to others.
 """
 
 from __future__ import annotations
@@ -29,14 +22,11 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Coroutine, Iterable
-from typing import Any, ClassVar, Final
-from urllib.parse import unquote, urlsplit
+from collections.abc import Coroutine
+from typing import TYPE_CHECKING, Any, Final
+from urllib.parse import urlsplit
 
-from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 from websockets.datastructures import Headers
-from websockets.http11 import Request
-from websockets.protocol import State
 
 from broker.auth import valid_session_id, verify_token
 from broker.core import frames
@@ -45,8 +35,10 @@ from broker.core.frames import Codec
 from broker.core.status import CloseCode
 from broker.service import Broker, Encoded
 from broker.speedups.eager import Resuming, eagerly
-from broker.speedups.ws_frames import readable, server_frame, whole_data_frame
 from broker.store.base import StoreUnavailable
+
+if TYPE_CHECKING:
+    from broker.speedups.ws_protocol import ClientSocket
 
 log = logging.getLogger("qbroker.ws")
 
@@ -110,23 +102,6 @@ def _subprotocol(headers: Headers) -> tuple[bool, str | None]:
     return (not offered or chosen is not None), chosen
 
 
-class _Unused:
-    """Stands in for uvicorn's ASGI receive queue and "writable" event on a connection served
-    here, which never uses them: each holds a deque of ~800 bytes, per connection."""
-
-    def put_nowait(self, item: object) -> None:
-        pass
-
-    def set(self) -> None:
-        pass
-
-    def clear(self) -> None:
-        pass
-
-
-_UNUSED: Any = _Unused()
-
-
 # The event loop keeps only weak references to tasks: hold fire-and-forget ones here.
 _background: set[asyncio.Task[None]] = set()
 
@@ -136,212 +111,6 @@ def _in_background(coroutine: Coroutine[Any, Any, None]) -> asyncio.Task[None]:
     _background.add(task)
     task.add_done_callback(_background.discard)
     return task
-
-
-class ClientSocket(WebSocketsSansIOProtocol):
-    """uvicorn's websocket protocol, serving the client endpoint without ASGI in between.
-
-    ``protocol_for(broker)`` binds the broker; uvicorn makes one instance per upgrade.
-    """
-
-    broker: ClassVar[Broker]
-
-    def __init__(self, *args: Any, **kwargs: Any) -> None:
-        super().__init__(*args, **kwargs)
-        self.connection: ClientConnection | None = None  # (uvicorn's self.client is the peer address)
-        self.fast_frames = False  # a whole data frame may be read around websockets' parser
-        self.failed = False  # websockets failed the connection: what comes in is dropped
-
-    # --- handshake ---------------------------------------------------------------------
-
-    def handle_connect(self, event: Request) -> None:
-        match = CLIENT_PATH.fullmatch(unquote(event.path.partition("?")[0]))
-        if match is None:
-            super().handle_connect(event)  # not ours: the ASGI app answers (and refuses)
-            return
-        self.request = event
-        self.response = self.conn.accept(event)
-        self.handshake_initiated = True
-        if self.response.status_code != 101:  # not a valid upgrade: websockets' own answer
-            self._respond_and_close()
-            return
-        session_id, broker = match.group(1), self.broker
-        acceptable, chosen = _subprotocol(event.headers)
-        refusal = _refusal(session_id, event.headers, broker.config.allowed_origins)
-        if refusal is not None:
-            # (The Origin is what an operator needs to fix QBROKER_ALLOWED_ORIGINS; cut, as
-            # it is the sender's text.)
-            log.warning(
-                "websocket handshake refused",
-                extra={
-                    "session": session_id[:128],
-                    "reason": refusal,
-                    "origin": (event.headers.get("origin") or "")[:200],
-                },
-            )
-            acceptable = False
-        if not acceptable or broker.shutting_down.is_set():
-            self.response = self.conn.reject(403, "")
-            self._respond_and_close()
-            return
-        headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.default_headers]
-        if chosen is not None:
-            headers.append(("Sec-WebSocket-Protocol", chosen))
-        del self.response.headers["Date"]
-        self.response.headers.update(headers)
-        self.handshake_complete = True
-        self.conn.send_response(self.response)
-        self._flush()
-        self.start_keepalive()
-        self.connection = ClientConnection(self, broker, session_id, frames.codec_for(chosen))
-        self.fast_frames = readable(self.conn)
-        # Only the ASGI path needs these after the handshake; an idle connection should not
-        # carry the request's and response's headers (a few KiB) for hours.
-        self.queue = self.writable = _UNUSED
-        del self.request, self.response
-
-    def _respond_and_close(self) -> None:
-        self.handshake_complete = True
-        self.close_sent = True
-        self.conn.send_response(self.response)
-        self._flush()
-        self.transport.close()
-
-    # --- frames in -----------------------------------------------------------------------
-
-    def data_received(self, data: bytes) -> None:
-        client = self.connection
-        if client is not None and self.fast_frames and not self.close_sent:
-            whole = whole_data_frame(self.conn, data)
-            if whole is not None:
-                text, payload = whole
-                if not text:
-                    client.received(payload)
-                    return
-                try:
-                    message = payload.decode()
-                except UnicodeDecodeError:
-                    pass  # websockets' path closes with 1007
-                else:
-                    client.received(message)
-                    return
-        super().data_received(data)
-
-    def send_receive_event_to_app(self) -> None:
-        client = self.connection
-        if client is None:
-            super().send_receive_event_to_app()
-            return
-        data = self.frames[0] if len(self.frames) == 1 else b"".join(self.frames)
-        self.frames = []
-        if self.close_sent:
-            return  # past our close: wait for the peer's reply only
-        if self.curr_msg_data_type == "bytes":
-            client.received(data)
-            return
-        try:
-            text = data.decode()
-        except UnicodeDecodeError:
-            self.conn.send_close(1007)  # invalid frame payload data
-            self.handle_parser_exception()
-            return
-        client.received(text)
-
-    def handle_parser_exception(self) -> None:
-        """websockets failed the connection (1002, 1007, 1009): send its close frame, then do
-        as websockets' own server does: shut the writing side and read on, dropping what the
-        client still sends, until it closes (or ``close_timeout``). uvicorn closes at once,
-        and a socket closed with unread bytes is reset: a client still sending (a frame over
-        the size limit, say) would get a reset, not the close code."""
-        if self.connection is None:
-            super().handle_parser_exception()
-            return
-        if self.failed or self.transport.is_closing():
-            return  # (called again for every read after the failure)
-        self.failed = self.close_sent = True
-        self.transport.write(b"".join(self.conn.data_to_send()))
-        if self.transport.can_write_eof():
-            self.transport.write_eof()
-        if self.close_timer is None:
-            self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
-
-    # --- frames out ----------------------------------------------------------------------
-
-    def write_frame(self, data: bytes, text: bool) -> None:
-        frame = server_frame(self.conn, data, text) if self.fast_frames else None
-        if frame is not None:
-            self.transport.write(frame)
-        else:
-            self._send_through_websockets((data,), text)
-
-    def write_frames(self, payloads: list[bytes], text: bool) -> None:
-        """Several frames in one write (one system call, and usually one packet)."""
-        framed = [server_frame(self.conn, data, text) for data in payloads] if self.fast_frames else [None]
-        if None in framed:
-            self._send_through_websockets(payloads, text)
-        else:
-            self.transport.write(b"".join(framed))  # type: ignore[arg-type]  # (no None in it)
-
-    def _send_through_websockets(self, payloads: Iterable[bytes], text: bool) -> None:
-        for data in payloads:
-            if text:
-                self.conn.send_text(data)  # UTF-8 JSON, never decoded to a str and back
-            else:
-                self.conn.send_binary(data)
-        self._flush()
-
-    def _flush(self) -> None:
-        self.transport.write(b"".join(self.conn.data_to_send()))
-
-    @property
-    def sending(self) -> bool:
-        """Frames can still go out. Not once either side began the closing handshake: after
-        the client's close frame websockets refuses to send (InvalidState), and uvicorn has
-        already asked the transport to close, though the connection is not lost yet."""
-        return self.conn.state is State.OPEN and not self.transport.is_closing()
-
-    def close_with(self, code: int, reason: str = "") -> None:
-        """Start the closing handshake (as uvicorn does for an ASGI ``websocket.close``)."""
-        if self.close_sent or not self.sending:
-            return
-        self.broker.metrics.closes.labels(str(code)).inc()
-        self.conn.send_close(code, reason)
-        self._flush()
-        self.close_sent = True
-        if self.read_paused:
-            self.read_paused = False
-            self.transport.resume_reading()
-        self.close_timer = self.loop.call_later(self.close_timeout, self.transport.close)
-
-    def pause_reading_for_backlog(self, paused: bool) -> None:
-        if paused != self.read_paused and not self.close_sent:
-            self.read_paused = paused
-            if paused:
-                self.transport.pause_reading()
-            else:
-                self.transport.resume_reading()
-
-    # --- transport events ----------------------------------------------------------------
-
-    def pause_writing(self) -> None:
-        super().pause_writing()
-        if self.connection is not None:
-            self.connection.writable = False
-
-    def resume_writing(self) -> None:
-        super().resume_writing()
-        if self.connection is not None:
-            self.connection.drain()
-
-    def connection_lost(self, exc: Exception | None) -> None:
-        super().connection_lost(exc)
-        if self.connection is not None:
-            self.connection.lost()
-
-
-def protocol_for(broker: Broker) -> type[ClientSocket]:
-    """The websocket protocol class for uvicorn's ``ws=`` setting, bound to ``broker``."""
-    return type("BoundClientSocket", (ClientSocket,), {"broker": broker})
 
 
 class ClientConnection:

@@ -13,7 +13,7 @@ release moves one.
   one write instead of two (one system call and one TCP segment fewer per agent call).
 - ``ws_frames``: reads a whole client data frame that arrives alone, and writes server
   frames, without websockets' parser and writer generators (reads websockets'
-  ``Protocol`` state). The websocket protocol class itself, ``broker.ws.ClientSocket``,
+  ``Protocol`` state). The websocket protocol class itself, ``broker.speedups.ws_protocol.ClientSocket``,
   extends uvicorn's sans-I/O websocket protocol and serves the client path without ASGI.
 - ``redis_wire``: packs Redis commands and reads replies for the store's hot commands
   without redis-py's generic packer and response parser, on redis-py's own connections.

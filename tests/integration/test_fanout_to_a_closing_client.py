@@ -33,8 +33,8 @@ from broker.config import Config
 from broker.core import machine
 from broker.core.model import StartInput, parse_tool_input
 from broker.service import Broker
+from broker.speedups.ws_protocol import ClientSocket, protocol_for
 from broker.store.memory import MemoryStore
-from broker.ws import ClientSocket, protocol_for
 from tests.support import free_port
 
 SECRET = "fan-out-test-secret-fan-out-test-secret"

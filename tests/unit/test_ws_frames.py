@@ -664,7 +664,7 @@ class Transport(asyncio.Transport):
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "through-websockets"])
 async def test_several_frames_leave_in_one_write_and_read_back_in_order(fast: bool) -> None:
-    from broker.ws import ClientSocket
+    from broker.speedups.ws_protocol import ClientSocket
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         pass
