@@ -43,12 +43,18 @@ class TextFormatter(logging.Formatter):
 
 class DropFrameTraces(logging.Filter):
     """The websockets library traces every frame's payload at debug level; payloads hold
-    answers, so those records never get through, whatever the level."""
+    answers, so those records never get through, whatever the level.
 
+    websockets logs them as ``logger.debug("< %s", frame)`` (and ``"> %s"``): the message is
+    the format, the frame its argument (tests/unit/test_upstream_internals.py checks that on
+    the websockets installed). A message already formatted is matched by its start."""
+
+    _FORMATS = frozenset({"< %s", "> %s"})
     _PREFIXES = ("< TEXT", "> TEXT", "< BINARY", "> BINARY", "< CONT", "> CONT")
 
     def filter(self, record: logging.LogRecord) -> bool:
-        return not (isinstance(record.msg, str) and record.msg.startswith(self._PREFIXES))
+        msg = record.msg
+        return not (isinstance(msg, str) and (msg in self._FORMATS or msg.startswith(self._PREFIXES)))
 
 
 class QuietConnections(logging.Filter):
