@@ -1098,7 +1098,13 @@ async def test_the_scripts_survive_a_script_flush(real_redis: RedisServer, liste
 def test_commands_packed_in_c_are_the_bytes_redis_py_packs(command: tuple[EncodableT, ...]) -> None:
     python = Connection()
     fast = redis_connections._packing_in_c(Connection)()
-    assert b"".join(fast.pack_command(*command)) == b"".join(python.pack_command(*command))
+    try:
+        expected = b"".join(python.pack_command(*command))
+    except DataError:  # a bytearray before redis-py 8.0: refused by both alike
+        with pytest.raises(DataError):
+            fast.pack_command(*command)
+        return
+    assert b"".join(fast.pack_command(*command)) == expected
 
 
 def test_commands_packed_in_c_refuse_what_redis_py_refuses() -> None:
