@@ -10,6 +10,7 @@ fan-out to many clients reuses the same bytes).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import msgpack
@@ -28,14 +29,20 @@ from broker.core.machine import (
 )
 
 PROTOCOL_VERSION: Final = 1
+Codec = Literal["json", "msgpack"]
 JSON_SUBPROTOCOL: Final = "qbroker.v1.json"
 MSGPACK_SUBPROTOCOL: Final = "qbroker.v1.msgpack"
-SUBPROTOCOLS: Final = (JSON_SUBPROTOCOL, MSGPACK_SUBPROTOCOL)
-Codec = Literal["json", "msgpack"]
+# The websocket subprotocol that names each codec: what a client offers for the codec it
+# speaks. Every program on either side of the wire takes the strings from here.
+SUBPROTOCOL_BY_CODEC: Final[Mapping[Codec, str]] = MappingProxyType(
+    {"json": JSON_SUBPROTOCOL, "msgpack": MSGPACK_SUBPROTOCOL}
+)
+SUBPROTOCOLS: Final = tuple(SUBPROTOCOL_BY_CODEC.values())  # every subprotocol the broker accepts
 CLIENT_KINDS: Final = ("tui", "web", "bot")
 
 
 def codec_for(subprotocol: str | None) -> Codec:
+    """The codec of an accepted subprotocol; none at all (a client that offered none) is JSON."""
     return "msgpack" if subprotocol == MSGPACK_SUBPROTOCOL else "json"
 
 

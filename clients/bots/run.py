@@ -25,7 +25,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import msgpack
@@ -36,12 +36,13 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.typing import Subprotocol
 
 from broker.auth import mint_token
+from broker.core.frames import SUBPROTOCOL_BY_CODEC, Codec
 from clients.bots.http import AgentHTTP
 from clients.bots.http import HTTPError as BotsHTTPError
 from clients.bots.plan import Expectation, Plan, Rates, Shape, make_plan, verify_result
 from clients.bots.stats import VERIFY_MISMATCH, Stats
 
-SUBPROTOCOL = {"json": "qbroker.v1.json", "msgpack": "qbroker.v1.msgpack"}
+MIXED_CODECS: tuple[Codec, Codec] = ("json", "msgpack")  # --codec mixed: bot by bot, in turn
 MAX_CONNECT_ATTEMPTS = 6
 MAX_AGENT_CALLS = 200  # per questionnaire: 202 re-attaches and resumes together
 CONNECT_CONCURRENCY = 64  # handshakes in flight per process (keeps the accept backlog sane)
@@ -56,7 +57,7 @@ class Options:
     secret: str
     session_ids: list[str]
     bots: int = 1
-    codec: str = "json"  # json | msgpack | mixed
+    codec: Literal["json", "msgpack", "mixed"] = "json"
     shape: Shape = field(default_factory=Shape)
     rates: Rates = field(default_factory=Rates)
     think_ms: tuple[float, float] = (20.0, 60.0)
@@ -121,7 +122,7 @@ class Session:
         self.bots: list[Bot] = []
         for j in range(opts.bots):
             url = opts.urls[(global_index + 1 + j) % n] if n > 1 else opts.urls[0]
-            codec = opts.codec if opts.codec != "mixed" else ("json", "msgpack")[(global_index + j) % 2]
+            codec = opts.codec if opts.codec != "mixed" else MIXED_CODECS[(global_index + j) % 2]
             self.bots.append(Bot(self, j, url, codec))
         self.round: Round | None = None
         self.http: AgentHTTP | httpx.AsyncClient
@@ -351,7 +352,7 @@ _Saved = tuple[list[dict[str, Any]], list[dict[str, Any]], "dict[str, Any] | Non
 class Bot:
     """One websocket client of a session."""
 
-    def __init__(self, session: Session, index: int, url: str, codec: str) -> None:
+    def __init__(self, session: Session, index: int, url: str, codec: Codec) -> None:
         self.session = session
         self.stats = session.stats
         self.index = index
@@ -417,7 +418,7 @@ class Bot:
         async with self.session.run.connect_slots:
             self.ws = await websockets.connect(
                 self.uri,
-                subprotocols=[Subprotocol(SUBPROTOCOL[self.codec])],
+                subprotocols=[Subprotocol(SUBPROTOCOL_BY_CODEC[self.codec])],
                 compression="deflate" if self.session.run.opts.deflate else None,
                 open_timeout=15,
                 max_size=1 << 20,

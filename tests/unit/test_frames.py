@@ -14,6 +14,7 @@ from broker.core.frames import (
     JSON_SUBPROTOCOL,
     MSGPACK_SUBPROTOCOL,
     PROTOCOL_VERSION,
+    SUBPROTOCOL_BY_CODEC,
     SUBPROTOCOLS,
     CommandFrame,
     Hello,
@@ -63,6 +64,9 @@ def bad_frame(value: Any) -> BrokerError:
 
 def test_the_subprotocol_picks_the_codec() -> None:
     assert SUBPROTOCOLS == ("qbroker.v1.json", "qbroker.v1.msgpack")
+    assert dict(SUBPROTOCOL_BY_CODEC) == {"json": "qbroker.v1.json", "msgpack": "qbroker.v1.msgpack"}
+    for codec, subprotocol in SUBPROTOCOL_BY_CODEC.items():
+        assert codec_for(subprotocol) == codec
     assert codec_for(JSON_SUBPROTOCOL) == "json"
     assert codec_for(MSGPACK_SUBPROTOCOL) == "msgpack"
     assert codec_for(None) == "json"
