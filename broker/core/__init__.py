@@ -11,5 +11,5 @@ keeps it so.
 - ``results``: the tool results an agent reads (text and details).
 - ``frames``: the websocket frames, parsed and built, and their codecs.
 - ``availability``: when a questionnaire nobody attends becomes unavailable.
-- ``status``: the websocket close codes.
+- ``status``: the websocket close codes and reasons.
 """

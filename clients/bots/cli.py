@@ -262,8 +262,9 @@ def _error_code(response: Any) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def likely_causes(report: dict[str, Any], urls: list[str]) -> list[str]:
-    """What the operator most likely got wrong, when the figures show a known symptom."""
+def likely_causes(report: dict[str, Any], urls: list[str], rate_limited: int = 0) -> list[str]:
+    """What the operator most likely got wrong, when the figures show a known symptom
+    (``rate_limited``: how many bots the broker closed for sending too fast)."""
     causes = []
     unavailable = report["questionnaires"]["unavailable"]
     if len(urls) > 1 and unavailable:
@@ -274,7 +275,7 @@ def likely_causes(report: dict[str, Any], urls: list[str]) -> list[str]:
             " session anywhere), though the bots were connected: do these brokers share one"
             " Redis store? Several --url need that."
         )
-    if any("rate limit exceeded" in sample for sample in report["error_samples"]):
+    if rate_limited:
         causes.append(
             "the broker closed bots for sending too fast (its per-connection rate limit,"
             " QBROKER_RATE_LIMIT/QBROKER_RATE_BURST): raise --think-time, or lift the limit on"
@@ -304,6 +305,7 @@ def check_url(url: str, allow_remote: bool) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from clients.bots.plan import Rates, Shape
     from clients.bots.run import Options
+    from clients.bots.stats import RATE_LIMITED_CLOSES
 
     urls = split_urls(args.url)
     for url in urls:
@@ -414,7 +416,7 @@ def run(args: argparse.Namespace) -> int:
         print(stats.table(config))
         if interrupted:
             print("  interrupted (Ctrl-C): the figures are of what ran until then")
-    for cause in likely_causes(report, urls):
+    for cause in likely_causes(report, urls, stats.counters[RATE_LIMITED_CLOSES]):
         print(f"qbroker bots: {cause}", file=sys.stderr)
     if report["verify_errors"]:
         return EXIT_VERIFY

@@ -37,10 +37,11 @@ from websockets.typing import Subprotocol
 
 from broker.auth import mint_token
 from broker.core.frames import SUBPROTOCOL_BY_CODEC, Codec
+from broker.core.status import CloseCode, CloseReason
 from clients.bots.http import AgentHTTP
 from clients.bots.http import HTTPError as BotsHTTPError
 from clients.bots.plan import Expectation, Plan, Rates, Shape, make_plan, verify_result
-from clients.bots.stats import VERIFY_MISMATCH, Stats
+from clients.bots.stats import RATE_LIMITED_CLOSES, VERIFY_MISMATCH, Stats
 
 MIXED_CODECS: tuple[Codec, Codec] = ("json", "msgpack")  # --codec mixed: bot by bot, in turn
 MAX_CONNECT_ATTEMPTS = 6
@@ -391,8 +392,10 @@ class Bot:
             except ConnectionClosed as exc:
                 if self.closing:
                     return
-                code = exc.rcvd.code if exc.rcvd is not None else 1006
+                code = exc.rcvd.code if exc.rcvd is not None else CloseCode.ABNORMAL_CLOSURE
                 self.stats.error(f"close_{code}", f"{self.session.sid}: {exc}")
+                if exc.rcvd is not None and exc.rcvd.reason == CloseReason.RATE_LIMITED:
+                    self.stats.count(RATE_LIMITED_CLOSES)  # (1008 has other causes: the reason tells)
             except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
                 self.stats.error("connect_error", f"{self.session.sid}: {exc!r}")
             except Exception as exc:  # noqa: BLE001 - e.g. an undecodable frame: count it, reconnect
