@@ -27,6 +27,8 @@ import sys
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from broker.core.model import MAX_OPTIONS, MAX_QUESTIONS
+
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_COUNT = 10_000_000
 MAX_DURATION = 24 * 3600.0
@@ -101,8 +103,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="json",
         help="websocket subprotocol (default json; mixed: json and msgpack, alternating)",
     )
-    add("--questions", type=int, default=3, help="questions per questionnaire (1-20, default 3)")
-    add("--options", type=int, default=4, help="options per question (1-50, default 4)")
+    add("--questions", type=int, default=3, help=f"questions per questionnaire (1-{MAX_QUESTIONS}, default 3)")
+    add("--options", type=int, default=4, help=f"options per question (1-{MAX_OPTIONS}, default 4)")
     add("--multi-share", type=float, default=0.3, help="share of multi-select questions (default 0.3)")
     add("--other-share", type=float, default=0.1, help="share of answers using Other (default 0.1)")
     add(
