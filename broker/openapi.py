@@ -26,9 +26,9 @@ from broker.core.model import (
     MAX_PROMPT,
     MAX_QUESTIONS,
 )
+from broker.core.wire import SESSION_ID_PATTERN, SESSION_ID_RULE
 
 OPENAPI_VERSION: Final = "3.1.0"
-SESSION_ID_PATTERN: Final = r"^[A-Za-z0-9._:-]{1,128}$"
 # Questionnaire ids are minted by the broker (UUIDs); anything else is simply unknown (404).
 QUESTIONNAIRE_ID_PATTERN: Final = r"^[A-Za-z0-9._:-]{1,128}$"
 
@@ -295,7 +295,7 @@ _SID: Final[Schema] = {
     "name": "sid",
     "in": "path",
     "required": True,
-    "description": "Session id: 1-128 characters of A-Z a-z 0-9 . _ : - ('.' and '..' cannot travel in a URL path).",
+    "description": f"Session id: {SESSION_ID_RULE} ('.' and '..' cannot travel in a URL path).",
     "schema": {"type": "string", "pattern": SESSION_ID_PATTERN, "not": {"enum": [".", ".."]}},
 }
 _QID: Final[Schema] = {

@@ -12,4 +12,5 @@ keeps it so.
 - ``frames``: the websocket frames, parsed and built, and their codecs.
 - ``availability``: when a questionnaire nobody attends becomes unavailable.
 - ``status``: the websocket close codes and reasons.
+- ``wire``: the session id's alphabet and length (pattern, check, the rule for messages).
 """
