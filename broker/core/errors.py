@@ -31,13 +31,23 @@ HTTP_STATUS: Final[dict[str, int]] = {
 
 
 class BrokerError(Exception):
-    """A refused command or request. The state it was aimed at is unchanged."""
+    """A refused command or request. The state it was aimed at is unchanged.
 
-    def __init__(self, code: str, message: str, *, ref: object = None) -> None:
+    The message is for people; a program decides by the fields: ``code`` (the wire's error
+    code) and, for a refused websocket frame, ``frame`` (its ``type``, once that was read)
+    and ``field`` (the offending field's path, e.g. ``token`` or ``client.kind``, when one
+    field is to blame).
+    """
+
+    def __init__(
+        self, code: str, message: str, *, ref: object = None, frame: str | None = None, field: str | None = None
+    ) -> None:
         super().__init__(message)
         self.code = code
         self.message = message
         self.ref = ref
+        self.frame = frame
+        self.field = field
 
     @property
     def http_status(self) -> int:

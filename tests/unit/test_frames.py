@@ -457,6 +457,36 @@ def test_a_ref_is_echoed_on_a_bad_frame_once_the_frame_has_a_type() -> None:
     assert bad_frame({"type": "ping", "ref": True}).ref is None
 
 
+@pytest.mark.parametrize(
+    ("value", "frame", "field"),
+    [
+        pytest.param(_without(HELLO, "token"), "hello", "token", id="hello without token"),
+        pytest.param(HELLO | {"token": 5}, "hello", "token", id="hello token not a string"),
+        pytest.param(HELLO | {"client": "web"}, "hello", "client", id="hello client not a map"),
+        pytest.param(HELLO | {"client": {"kind": "agent"}}, "hello", "client.kind", id="hello client kind"),
+        pytest.param(HELLO | {"client": {"name": 5}}, "hello", "client.name", id="hello client name"),
+        pytest.param(HELLO | {"sessionId": "s"}, "hello", None, id="hello unknown key"),
+        pytest.param(CANCEL | {"step": -1}, "cancel", "step", id="negative step"),
+        pytest.param(ANSWER | {"selectedOptionIds": ["a", 1]}, "answer", "selectedOptionIds", id="answer ids"),
+        pytest.param(CLARIFY | {"draft": {"other": 1}}, "clarify", "draft.other", id="clarify draft other"),
+        pytest.param({"type": "ping", "ref": True}, None, "ref", id="bad ref: before the type is read"),
+        pytest.param({"type": "nope"}, None, None, id="unknown type"),
+    ],
+)
+def test_a_bad_frame_names_its_frame_type_and_field(value: Any, frame: str | None, field: str | None) -> None:
+    error = bad_frame(value)
+    assert (error.frame, error.field) == (frame, field)
+
+
+@pytest.mark.parametrize("value", MALFORMED)
+def test_the_fields_tell_what_the_message_says_of_a_hello(value: Any) -> None:
+    # What the websocket's first frame is judged by (a token problem closes 4401, any other
+    # hello problem is told to the client): the fields, never the message's wording.
+    error = bad_frame(value)
+    assert (error.frame == "hello" and error.field == "token") == error.message.startswith("hello 'token'")
+    assert (error.frame == "hello") == error.message.startswith("hello")
+
+
 def test_a_bad_frame_message_names_the_problem() -> None:
     assert "unknown key(s): extra, more" in bad_frame({"type": "ping", "more": 1, "extra": 2}).message
     assert "'step' must be >= 0" in bad_frame(CANCEL | {"step": -1}).message
