@@ -19,10 +19,10 @@ import jwt
 import msgspec
 
 from broker.core.errors import BrokerError
+from broker.core.wire import SESSION_ID_RULE, is_session_id
 
 Role = Literal["agent", "client"]
 ROLES: tuple[Role, ...] = ("agent", "client")
-SESSION_ID_RE = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 ANY_SESSION = "*"
 # HS256 wants a key of at least 32 bytes (RFC 7518, 3.2). A shorter secret still works, and
 # ``serve`` and ``token`` say so once, in their own words: PyJWT's warning (with its file
@@ -57,14 +57,14 @@ class Claims(msgspec.Struct, frozen=True):
 
 
 def valid_session_id(sid: str) -> bool:
-    return bool(SESSION_ID_RE.fullmatch(sid))  # fullmatch: "$" alone would let "sid\n" through
+    return is_session_id(sid)
 
 
 def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None) -> str:
     if role not in ROLES:
         raise ValueError(f"role must be one of {ROLES}")
     if sid != ANY_SESSION and not valid_session_id(sid):
-        raise ValueError("session id must be 1-128 characters of [A-Za-z0-9._:-]")
+        raise ValueError(f"session id must be {SESSION_ID_RULE}")
     if sid == ANY_SESSION and role != "agent":
         raise ValueError("only agent tokens may use the service-wide session '*'")
     claims: dict[str, object] = {"sid": sid, "role": role, "iat": int(time.time())}

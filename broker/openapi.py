@@ -6,29 +6,23 @@ drift from them. It describes the wire contract of docs/protocol.md: the request
 each body. CI runs schemathesis against a live broker with it (tests/integration/
 test_abuse.py): no 5xx, and every response matches this document.
 
-What JSON Schema cannot say is written in the descriptions instead: texts are trimmed
-before the limits apply, ids must be unique after trimming, and ``minSelections`` must not
-exceed ``maxSelections`` nor the number of possible choices. A body that satisfies the
-schema can therefore still be refused with ``400 invalid_arguments``.
+The request body is the tool input's one JSON Schema (broker/core/schema.py), the very one
+the MCP tool publishes: a flat object, so what would take ``oneOf`` or conditionals (a
+start carries only questions, selection bounds only on multi questions, ids unique after
+trimming, ``minSelections <= maxSelections``) is in its descriptions instead. A body that
+satisfies the schema can therefore still be refused with ``400 invalid_arguments``; one the
+broker accepts always satisfies it.
 """
 
 from __future__ import annotations
 
 from typing import Any, Final
 
-from broker.core.model import (
-    MAX_CLARIFICATION,
-    MAX_DESCRIPTION,
-    MAX_ID,
-    MAX_LABEL,
-    MAX_OPTIONS,
-    MAX_OTHER,
-    MAX_PROMPT,
-    MAX_QUESTIONS,
-)
+from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
+from broker.core.schema import tool_input_schema
+from broker.core.wire import SESSION_ID_PATTERN, SESSION_ID_RULE
 
 OPENAPI_VERSION: Final = "3.1.0"
-SESSION_ID_PATTERN: Final = r"^[A-Za-z0-9._:-]{1,128}$"
 # Questionnaire ids are minted by the broker (UUIDs); anything else is simply unknown (404).
 QUESTIONNAIRE_ID_PATTERN: Final = r"^[A-Za-z0-9._:-]{1,128}$"
 
@@ -37,57 +31,6 @@ Schema = dict[str, Any]
 
 def _ref(name: str) -> Schema:
     return {"$ref": f"#/components/schemas/{name}"}
-
-
-def _text(limit: int, description: str, *, nullable: bool = False) -> Schema:
-    # "\S": at least one non-blank character (texts are trimmed, and empty is refused).
-    # ``nullable``: an optional field the validator also takes as null (= left out).
-    kind: str | list[str] = ["string", "null"] if nullable else "string"
-    return {"type": kind, "minLength": 1, "maxLength": limit, "pattern": r"\S", "description": description}
-
-
-def _selections(description: str) -> Schema:
-    return {"type": "integer", "minimum": 0, "maximum": MAX_OPTIONS + 1, "description": description}
-
-
-def _option_in() -> Schema:
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["id"],
-        "properties": {
-            "id": _text(MAX_ID, "Option id, unique in its question after trimming."),
-            "label": _text(MAX_LABEL, "Display text (defaults to the id).", nullable=True),
-            "description": _text(MAX_DESCRIPTION, "Optional one-line hint.", nullable=True),
-        },
-    }
-
-
-def _question_in(kind: str) -> Schema:
-    properties: Schema = {
-        "id": _text(MAX_ID, "Question id, unique in the call after trimming."),
-        "label": _text(MAX_LABEL, "Short label for the progress list (defaults to the id).", nullable=True),
-        "prompt": _text(MAX_PROMPT, "The question."),
-        "type": {"type": "string", "enum": [kind]},
-        "options": {"type": "array", "minItems": 1, "maxItems": MAX_OPTIONS, "items": _ref("OptionInput")},
-        "allowOther": {"type": "boolean", "default": True, "description": "Offer a free-text Other answer."},
-    }
-    if kind == "multi":
-        properties["minSelections"] = _selections(
-            "Fewest choices (Other counts as one); at most maxSelections and the number of possible choices."
-        )
-        properties["maxSelections"] = {
-            **_selections("Most choices; at most the number of options (+1 when Other is allowed). Null: none."),
-            "type": ["integer", "null"],
-            "minimum": 1,
-        }
-    return {
-        "type": "object",
-        "additionalProperties": False,
-        "required": ["id", "prompt", "type", "options"],
-        "properties": properties,
-        "description": f"A {kind}-choice question." + ("" if kind == "multi" else " No min/maxSelections."),
-    }
 
 
 def _option_out() -> Schema:
@@ -295,7 +238,7 @@ _SID: Final[Schema] = {
     "name": "sid",
     "in": "path",
     "required": True,
-    "description": "Session id: 1-128 characters of A-Z a-z 0-9 . _ : - ('.' and '..' cannot travel in a URL path).",
+    "description": f"Session id: {SESSION_ID_RULE} ('.' and '..' cannot travel in a URL path).",
     "schema": {"type": "string", "pattern": SESSION_ID_PATTERN, "not": {"enum": [".", ".."]}},
 }
 _QID: Final[Schema] = {
@@ -340,9 +283,7 @@ def build_openapi() -> dict[str, Any]:
                     "parameters": [_SID, _WAIT, _IDEMPOTENCY_KEY],
                     "requestBody": {
                         "required": True,
-                        "content": {
-                            "application/json": {"schema": {"oneOf": [_ref("StartInput"), _ref("ResumeInput")]}}
-                        },
+                        "content": {"application/json": {"schema": _ref("ToolInput")}},
                     },
                     "responses": _responses("400", "401", "403", "404", "409", "413", "503"),
                 }
@@ -404,34 +345,7 @@ def build_openapi() -> dict[str, Any]:
                 }
             },
             "schemas": {
-                "StartInput": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["action", "questions"],
-                    "properties": {
-                        "action": {"type": "string", "enum": ["start"]},
-                        "questions": {
-                            "type": "array",
-                            "minItems": 1,
-                            "maxItems": MAX_QUESTIONS,
-                            "items": {"oneOf": [_ref("SingleQuestionInput"), _ref("MultiQuestionInput")]},
-                        },
-                    },
-                },
-                "ResumeInput": {
-                    "type": "object",
-                    "additionalProperties": False,
-                    "required": ["action", "questionnaireId", "revision", "clarificationResponse"],
-                    "properties": {
-                        "action": {"type": "string", "enum": ["resume"]},
-                        "questionnaireId": _text(MAX_ID, "From the latest needs_clarification result."),
-                        "revision": {"type": "integer", "minimum": 1, "description": "The latest revision."},
-                        "clarificationResponse": _text(MAX_CLARIFICATION, "What you told the person."),
-                    },
-                },
-                "SingleQuestionInput": _question_in("single"),
-                "MultiQuestionInput": _question_in("multi"),
-                "OptionInput": _option_in(),
+                "ToolInput": tool_input_schema(),
                 "QuestionSnapshot": _question_out(),
                 "OptionSnapshot": _option_out(),
                 "Selection": _selection(),

@@ -9,7 +9,7 @@ Every wait has a deadline (``timeout``, default 10 s) and fails with the frames 
 so a test never hangs and never sleeps to synchronize. Frames that arrive while nobody is
 waiting are kept in order; ``wait_for`` consumes up to and including the first match, and
 everything received is also kept in ``received`` for assertions. Speaks the JSON
-subprotocol by default, msgpack with ``subprotocol="qbroker.v1.msgpack"``.
+subprotocol by default, msgpack with ``subprotocol=MSGPACK``.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import websockets
 from websockets.asyncio.client import ClientConnection
 from websockets.typing import Subprotocol
 
-JSON = "qbroker.v1.json"
-MSGPACK = "qbroker.v1.msgpack"
+from broker.core.frames import SUBPROTOCOL_BY_CODEC
+
+JSON = SUBPROTOCOL_BY_CODEC["json"]
+MSGPACK = SUBPROTOCOL_BY_CODEC["msgpack"]
 
 Frame = dict[str, Any]
 

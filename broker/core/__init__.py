@@ -7,9 +7,11 @@ keeps it so.
 
 - ``errors``: the one exception root, with the wire's error codes.
 - ``model``: the tool input, validated and normalized into frozen values.
+- ``schema``: the tool input's one JSON Schema, built from the model's limits and rules.
 - ``machine``: the questionnaire's states and transitions.
 - ``results``: the tool results an agent reads (text and details).
 - ``frames``: the websocket frames, parsed and built, and their codecs.
 - ``availability``: when a questionnaire nobody attends becomes unavailable.
-- ``status``: the websocket close codes.
+- ``status``: the websocket close codes and reasons.
+- ``wire``: the session id's alphabet and length (pattern, check, the rule for messages).
 """

@@ -1,7 +1,7 @@
 """One exception root for everything the broker can refuse.
 
 Every ``BrokerError`` carries a ``code`` that is, word for word, an error code on the
-wire (docs/protocol.md): the HTTP API puts it in ``{"error": {"code", "message"}}`` with the
+wire (PROTOCOL.md): the HTTP API puts it in ``{"error": {"code", "message"}}`` with the
 status from ``HTTP_STATUS``; the websocket puts it in an ``error`` frame. User input never
 reaches an ``assert``: it is checked and refused with one of these.
 """
@@ -33,11 +33,10 @@ HTTP_STATUS: Final[dict[str, int]] = {
 class BrokerError(Exception):
     """A refused command or request. The state it was aimed at is unchanged.
 
-    A frame the parser refused says where it went wrong, so that the websocket can choose a
-    close code for a bad first frame without reading the sentence meant for people:
-    ``frame`` is the frame's ``type`` once the parser knows it (None: the frame is refused
-    before that, or this is no frame's error), and ``field`` the field absent or of the
-    wrong type, when that is what is wrong.
+    The message is for people; a program decides by the fields: ``code`` (the wire's error
+    code) and, for a refused websocket frame, ``frame`` (its ``type``, once that was read)
+    and ``field`` (the offending field's path, e.g. ``token`` or ``client.kind``, when one
+    field is to blame).
     """
 
     def __init__(

@@ -10,6 +10,7 @@ fan-out to many clients reuses the same bytes).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from types import MappingProxyType
 from typing import Any, Final, Literal
 
 import msgpack
@@ -28,14 +29,20 @@ from broker.core.machine import (
 )
 
 PROTOCOL_VERSION: Final = 1
+Codec = Literal["json", "msgpack"]
 JSON_SUBPROTOCOL: Final = "qbroker.v1.json"
 MSGPACK_SUBPROTOCOL: Final = "qbroker.v1.msgpack"
-SUBPROTOCOLS: Final = (JSON_SUBPROTOCOL, MSGPACK_SUBPROTOCOL)
-Codec = Literal["json", "msgpack"]
+# The websocket subprotocol that names each codec: what a client offers for the codec it
+# speaks. Every program on either side of the wire takes the strings from here.
+SUBPROTOCOL_BY_CODEC: Final[Mapping[Codec, str]] = MappingProxyType(
+    {"json": JSON_SUBPROTOCOL, "msgpack": MSGPACK_SUBPROTOCOL}
+)
+SUBPROTOCOLS: Final = tuple(SUBPROTOCOL_BY_CODEC.values())  # every subprotocol the broker accepts
 CLIENT_KINDS: Final = ("tui", "web", "bot")
 
 
 def codec_for(subprotocol: str | None) -> Codec:
+    """The codec of an accepted subprotocol; none at all (a client that offered none) is JSON."""
     return "msgpack" if subprotocol == MSGPACK_SUBPROTOCOL else "json"
 
 
@@ -137,9 +144,9 @@ def parse_client_frame(value: Any) -> ClientFrame:
         raise BrokerError("bad_frame", "a frame must be a map with a 'type'")
     ref = value.get("ref")
     if ref is not None and (not isinstance(ref, (str, int)) or isinstance(ref, bool)):
-        raise BrokerError("bad_frame", "'ref' must be a string or an integer")
+        raise BrokerError("bad_frame", "'ref' must be a string or an integer", field="ref")
     if isinstance(ref, str) and len(ref) > 128:
-        raise BrokerError("bad_frame", "'ref' is longer than 128 characters")
+        raise BrokerError("bad_frame", "'ref' is longer than 128 characters", field="ref")
     kind = value.get("type")
     parser = _PARSERS.get(kind) if isinstance(kind, str) else None
     if parser is None:
@@ -156,14 +163,18 @@ def _hello(value: Mapping[str, Any], ref: object) -> Hello:
     token = _field(value, "token", str, "hello")
     client = value.get("client", {})
     if not isinstance(client, Mapping):
-        raise BrokerError("bad_frame", "hello 'client' must be a map")
+        raise BrokerError("bad_frame", "hello 'client' must be a map", field="client")
     _only(client, _HELLO_CLIENT_KEYS, "hello client")
     kind = client.get("kind", "bot")
     if kind not in CLIENT_KINDS:
-        raise BrokerError("bad_frame", f"hello client 'kind' must be one of {', '.join(CLIENT_KINDS)}")
+        raise BrokerError(
+            "bad_frame", f"hello client 'kind' must be one of {', '.join(CLIENT_KINDS)}", field="client.kind"
+        )
     name = client.get("name", "")
     if not isinstance(name, str) or len(name) > 200:
-        raise BrokerError("bad_frame", "hello client 'name' must be a string of at most 200 characters")
+        raise BrokerError(
+            "bad_frame", "hello client 'name' must be a string of at most 200 characters", field="client.name"
+        )
     return Hello(token, kind, name, ref)
 
 
@@ -205,7 +216,7 @@ def _clarify(value: Mapping[str, Any], ref: object) -> CommandFrame:
     selection = None
     if draft is not None:
         if not isinstance(draft, Mapping):
-            raise BrokerError("bad_frame", "clarify 'draft' must be a map")
+            raise BrokerError("bad_frame", "clarify 'draft' must be a map", field="draft")
         _only(draft, _SELECTION_KEYS, "clarify draft")
         selection = Selection(_option_ids(draft, "clarify draft"), _other(draft, "clarify draft"))
     return CommandFrame(
@@ -244,17 +255,25 @@ def _only(value: Mapping[str, Any], keys: frozenset[str], what: str) -> None:
 _KIND_NAMES: Final = {str: "a string", int: "an integer", list: "a list", dict: "an object"}
 
 
+def _path(what: str, name: str) -> str:
+    """A field's path in its frame, for ``BrokerError.field``: what="clarify draft",
+    name="other" -> "draft.other" (``what`` starts with the frame's type)."""
+    return ".".join([*what.split()[1:], name])
+
+
 def _field(value: Mapping[str, Any], name: str, kind: type, what: str) -> Any:
     field = value.get(name)
     if not isinstance(field, kind) or isinstance(field, bool):
-        raise BrokerError("bad_frame", f"{what} '{name}' must be {_KIND_NAMES.get(kind, kind.__name__)}", field=name)
+        raise BrokerError(
+            "bad_frame", f"{what} '{name}' must be {_KIND_NAMES.get(kind, kind.__name__)}", field=_path(what, name)
+        )
     return field
 
 
 def _step(value: Mapping[str, Any], what: str) -> int:
     step: int = _field(value, "step", int, what)
     if step < 0:
-        raise BrokerError("bad_frame", f"{what} 'step' must be >= 0")
+        raise BrokerError("bad_frame", f"{what} 'step' must be >= 0", field=_path(what, "step"))
     return step
 
 
@@ -262,19 +281,23 @@ def _option_ids(value: Mapping[str, Any], what: str) -> tuple[str, ...]:
     ids = value.get("selectedOptionIds", [])
     # (A loop, not all() over a generator: this runs on every answer, for a list of one or two.)
     if not isinstance(ids, list):
-        raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' must be a list of strings")
+        raise _bad_option_ids(what, "must be a list of strings")
     for option_id in ids:
         if not isinstance(option_id, str):
-            raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' must be a list of strings")
+            raise _bad_option_ids(what, "must be a list of strings")
     if len(ids) > 64:
-        raise BrokerError("bad_frame", f"{what} 'selectedOptionIds' has too many entries")
+        raise _bad_option_ids(what, "has too many entries")
     return tuple(ids)
+
+
+def _bad_option_ids(what: str, problem: str) -> BrokerError:
+    return BrokerError("bad_frame", f"{what} 'selectedOptionIds' {problem}", field=_path(what, "selectedOptionIds"))
 
 
 def _other(value: Mapping[str, Any], what: str) -> str | None:
     other = value.get("other")
     if other is not None and not isinstance(other, str):
-        raise BrokerError("bad_frame", f"{what} 'other' must be a string")
+        raise BrokerError("bad_frame", f"{what} 'other' must be a string", field=_path(what, "other"))
     return other
 
 

@@ -12,6 +12,7 @@ import json
 from typing import Any, Final
 
 from broker.core.machine import Answer, Questionnaire
+from broker.core.model import MAX_CLARIFICATION
 
 DETAILS_VERSION: Final = 1
 
@@ -114,7 +115,7 @@ def _clarification_lines(state: Questionnaire) -> list[str]:
         "action": "resume",
         "questionnaireId": state.id,
         "revision": state.revision,
-        "clarificationResponse": "<a concise summary of your explanation, at most 1000 characters>",
+        "clarificationResponse": f"<a concise summary of your explanation, at most {MAX_CLARIFICATION} characters>",
     }
     lines += [
         "Answer the user's request now in normal assistant text, concretely and briefly. Then "

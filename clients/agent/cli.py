@@ -20,6 +20,7 @@ import uuid
 from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
+from broker.core.model import MAX_CLARIFICATION
 from clients.cli_args import add_retries, add_url_and_session
 
 EXIT_ERROR = 1
@@ -139,7 +140,7 @@ def configure_resume(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--response",
         required=True,
-        help="concise clarification response (<= 1000 characters); - reads standard input",
+        help=f"concise clarification response (<= {MAX_CLARIFICATION} characters); - reads standard input",
     )
     _common(parser)
 

@@ -27,6 +27,8 @@ import sys
 from typing import Any, NoReturn
 from urllib.parse import urlsplit
 
+from broker.core.model import MAX_OPTIONS, MAX_QUESTIONS
+
 LOCAL_HOSTS = frozenset({"127.0.0.1", "localhost", "::1"})
 MAX_COUNT = 10_000_000
 MAX_DURATION = 24 * 3600.0
@@ -101,8 +103,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
         default="json",
         help="websocket subprotocol (default json; mixed: json and msgpack, alternating)",
     )
-    add("--questions", type=int, default=3, help="questions per questionnaire (1-20, default 3)")
-    add("--options", type=int, default=4, help="options per question (1-50, default 4)")
+    add("--questions", type=int, default=3, help=f"questions per questionnaire (1-{MAX_QUESTIONS}, default 3)")
+    add("--options", type=int, default=4, help=f"options per question (1-{MAX_OPTIONS}, default 4)")
     add("--multi-share", type=float, default=0.3, help="share of multi-select questions (default 0.3)")
     add("--other-share", type=float, default=0.1, help="share of answers using Other (default 0.1)")
     add(
@@ -262,8 +264,9 @@ def _error_code(response: Any) -> str | None:
     return code if isinstance(code, str) else None
 
 
-def likely_causes(report: dict[str, Any], urls: list[str]) -> list[str]:
-    """What the operator most likely got wrong, when the figures show a known symptom."""
+def likely_causes(report: dict[str, Any], urls: list[str], rate_limited: int = 0) -> list[str]:
+    """What the operator most likely got wrong, when the figures show a known symptom
+    (``rate_limited``: how many bots the broker closed for sending too fast)."""
     causes = []
     unavailable = report["questionnaires"]["unavailable"]
     if len(urls) > 1 and unavailable:
@@ -274,7 +277,7 @@ def likely_causes(report: dict[str, Any], urls: list[str]) -> list[str]:
             " session anywhere), though the bots were connected: do these brokers share one"
             " Redis store? Several --url need that."
         )
-    if any("rate limit exceeded" in sample for sample in report["error_samples"]):
+    if rate_limited:
         causes.append(
             "the broker closed bots for sending too fast (its per-connection rate limit,"
             " QBROKER_RATE_LIMIT/QBROKER_RATE_BURST): raise --think-time, or lift the limit on"
@@ -304,6 +307,7 @@ def check_url(url: str, allow_remote: bool) -> str | None:
 def run(args: argparse.Namespace) -> int:
     from clients.bots.plan import Rates, Shape
     from clients.bots.run import Options
+    from clients.bots.stats import RATE_LIMITED_CLOSES
 
     urls = split_urls(args.url)
     for url in urls:
@@ -414,7 +418,7 @@ def run(args: argparse.Namespace) -> int:
         print(stats.table(config))
         if interrupted:
             print("  interrupted (Ctrl-C): the figures are of what ran until then")
-    for cause in likely_causes(report, urls):
+    for cause in likely_causes(report, urls, stats.counters[RATE_LIMITED_CLOSES]):
         print(f"qbroker bots: {cause}", file=sys.stderr)
     if report["verify_errors"]:
         return EXIT_VERIFY

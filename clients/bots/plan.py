@@ -21,12 +21,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-MARKERS: Final[dict[str, str]] = {
-    "completed": "QUESTIONNAIRE_COMPLETED",
-    "needs_clarification": "QUESTIONNAIRE_NEEDS_CLARIFICATION",
-    "cancelled": "QUESTIONNAIRE_CANCELLED",
-    "unavailable": "QUESTIONNAIRE_UNAVAILABLE",
-}
+from broker.core.model import MAX_OPTIONS, MAX_QUESTIONS
+from broker.core.results import DETAILS_VERSION, MARKERS
+
 _ANSWER_LINE: Final = re.compile(r"^[A-Za-z0-9_.:-]+: optionIds=\[")
 
 
@@ -40,10 +37,10 @@ class Shape:
     other_share: float = 0.1
 
     def __post_init__(self) -> None:
-        if not 1 <= self.questions <= 20:
-            raise ValueError("--questions must be 1-20")
-        if not 1 <= self.options <= 50:
-            raise ValueError("--options must be 1-50")
+        if not 1 <= self.questions <= MAX_QUESTIONS:
+            raise ValueError(f"--questions must be 1-{MAX_QUESTIONS}")
+        if not 1 <= self.options <= MAX_OPTIONS:
+            raise ValueError(f"--options must be 1-{MAX_OPTIONS}")
         for name in ("multi_share", "other_share"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"--{name.replace('_', '-')} must be between 0 and 1")
@@ -253,7 +250,7 @@ def verify_result(expected: Expectation, status: str, result: Any) -> list[str]:
     check(result.get("isError") is False, "isError is not false")
     qid = expected.questionnaire_id
     revision = expected.revision
-    check(details.get("version") == 1, f"details.version is {details.get('version')!r}")
+    check(details.get("version") == DETAILS_VERSION, f"details.version is {details.get('version')!r}")
     if qid is not None:
         check(details.get("questionnaireId") == qid, f"questionnaireId {details.get('questionnaireId')!r} != {qid}")
     else:

@@ -25,7 +25,7 @@ import time
 from collections import Counter, deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 import msgpack
@@ -36,12 +36,14 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidURI
 from websockets.typing import Subprotocol
 
 from broker.auth import mint_token
+from broker.core.frames import SUBPROTOCOL_BY_CODEC, Codec
+from broker.core.status import CloseCode, CloseReason
 from clients.bots.http import AgentHTTP
 from clients.bots.http import HTTPError as BotsHTTPError
 from clients.bots.plan import Expectation, Plan, Rates, Shape, make_plan, verify_result
-from clients.bots.stats import VERIFY_MISMATCH, Stats
+from clients.bots.stats import RATE_LIMITED_CLOSES, VERIFY_MISMATCH, Stats
 
-SUBPROTOCOL = {"json": "qbroker.v1.json", "msgpack": "qbroker.v1.msgpack"}
+MIXED_CODECS: tuple[Codec, Codec] = ("json", "msgpack")  # --codec mixed: bot by bot, in turn
 MAX_CONNECT_ATTEMPTS = 6
 MAX_AGENT_CALLS = 200  # per questionnaire: 202 re-attaches and resumes together
 CONNECT_CONCURRENCY = 64  # handshakes in flight per process (keeps the accept backlog sane)
@@ -56,7 +58,7 @@ class Options:
     secret: str
     session_ids: list[str]
     bots: int = 1
-    codec: str = "json"  # json | msgpack | mixed
+    codec: Literal["json", "msgpack", "mixed"] = "json"
     shape: Shape = field(default_factory=Shape)
     rates: Rates = field(default_factory=Rates)
     think_ms: tuple[float, float] = (20.0, 60.0)
@@ -121,7 +123,7 @@ class Session:
         self.bots: list[Bot] = []
         for j in range(opts.bots):
             url = opts.urls[(global_index + 1 + j) % n] if n > 1 else opts.urls[0]
-            codec = opts.codec if opts.codec != "mixed" else ("json", "msgpack")[(global_index + j) % 2]
+            codec = opts.codec if opts.codec != "mixed" else MIXED_CODECS[(global_index + j) % 2]
             self.bots.append(Bot(self, j, url, codec))
         self.round: Round | None = None
         self.http: AgentHTTP | httpx.AsyncClient
@@ -354,7 +356,7 @@ _Saved = tuple[list[dict[str, Any]], list[dict[str, Any]], "dict[str, Any] | Non
 class Bot:
     """One websocket client of a session."""
 
-    def __init__(self, session: Session, index: int, url: str, codec: str) -> None:
+    def __init__(self, session: Session, index: int, url: str, codec: Codec) -> None:
         self.session = session
         self.stats = session.stats
         self.index = index
@@ -393,8 +395,10 @@ class Bot:
             except ConnectionClosed as exc:
                 if self.closing:
                     return
-                code = exc.rcvd.code if exc.rcvd is not None else 1006
+                code = exc.rcvd.code if exc.rcvd is not None else CloseCode.ABNORMAL_CLOSURE
                 self.stats.error(f"close_{code}", f"{self.session.sid}: {exc}")
+                if exc.rcvd is not None and exc.rcvd.reason == CloseReason.RATE_LIMITED:
+                    self.stats.count(RATE_LIMITED_CLOSES)  # (1008 has other causes: the reason tells)
             except (OSError, TimeoutError, InvalidHandshake, InvalidURI) as exc:
                 self.stats.error("connect_error", f"{self.session.sid}: {exc!r}")
             except Exception as exc:  # noqa: BLE001 - e.g. an undecodable frame: count it, reconnect
@@ -420,7 +424,7 @@ class Bot:
         async with self.session.run.connect_slots:
             self.ws = await websockets.connect(
                 self.uri,
-                subprotocols=[Subprotocol(SUBPROTOCOL[self.codec])],
+                subprotocols=[Subprotocol(SUBPROTOCOL_BY_CODEC[self.codec])],
                 compression="deflate" if self.session.run.opts.deflate else None,
                 open_timeout=15,
                 max_size=1 << 20,

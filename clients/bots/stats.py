@@ -18,6 +18,7 @@ SAMPLE_CAP: Final = 200_000
 MISMATCH_SAMPLES: Final = 20
 SAMPLES_PER_CODE: Final = 3  # so that one common code (dropped sockets in a fault test) hides no other
 VERIFY_MISMATCH: Final = "verify_mismatch"
+RATE_LIMITED_CLOSES: Final = "rate_limited_closes"  # a counter: bots the broker closed for sending too fast
 
 # metric key -> label in the table
 METRICS: Final[dict[str, str]] = {

@@ -25,115 +25,20 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
+from broker.core.model import MAX_CLARIFICATION
+from broker.core.schema import TOOL_INPUT_SCHEMA
 from clients.cli_args import add_retries, add_url_and_session
 
 if TYPE_CHECKING:
     import mcp_types as types
 
 TOOL_NAME: Final = "questionnaire"
+# The tool input's one JSON Schema, built in the core from the validator's own limits and
+# rules: the broker's OpenAPI document publishes the same (a plain, flat object that every
+# MCP host takes; broker/core/schema.py says what that leaves to the broker).
+INPUT_SCHEMA: Final = TOOL_INPUT_SCHEMA
 
-# The seed's limits, from the module that enforces them on the broker side: one source.
-from broker.core.model import (  # noqa: E402 - grouped with their comment
-    MAX_CLARIFICATION,
-    MAX_DESCRIPTION,
-    MAX_ID,
-    MAX_LABEL,
-    MAX_OPTIONS,
-    MAX_PROMPT,
-    MAX_QUESTIONS,
-)
-
-
-def _text(max_length: int, description: str) -> dict[str, Any]:
-    return {"type": "string", "minLength": 1, "maxLength": max_length, "description": description}
-
-
-OPTION_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["id"],
-    "properties": {
-        "id": _text(MAX_ID, "Stable option id, unique within its question; what you read back."),
-        "label": _text(MAX_LABEL, "Short display text (defaults to the id)."),
-        "description": _text(MAX_DESCRIPTION, "Optional one-line hint, only when the label is not self-explanatory."),
-    },
-}
-
-QUESTION_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["id", "prompt", "type", "options"],
-    "properties": {
-        "id": _text(MAX_ID, "Stable, descriptive question id, unique in the call (e.g. deploy_target)."),
-        "label": _text(MAX_LABEL, "Short label shown in the progress list (defaults to the id)."),
-        "prompt": _text(MAX_PROMPT, "One clear question sentence."),
-        "type": {
-            "type": "string",
-            "enum": ["single", "multi"],
-            "description": "single: exactly one answer is valid. multi: several may be chosen.",
-        },
-        "options": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": MAX_OPTIONS,
-            "items": OPTION_SCHEMA,
-            "description": f"1-{MAX_OPTIONS} options, in the order to show them.",
-        },
-        "allowOther": {
-            "type": "boolean",
-            "default": True,
-            "description": "Offer a free-text Other answer (default true). "
-            "Set false when a custom answer is meaningless.",
-        },
-        "minSelections": {
-            "type": "integer",
-            "minimum": 0,
-            "maximum": MAX_OPTIONS + 1,
-            "default": 0,
-            "description": "multi only. Set 1 whenever an empty answer is not useful. Other counts as one choice.",
-        },
-        "maxSelections": {
-            "type": "integer",
-            "minimum": 1,
-            "maximum": MAX_OPTIONS + 1,
-            "description": "multi only, and only when the task needs a ceiling.",
-        },
-    },
-}
-
-INPUT_SCHEMA: Final[dict[str, Any]] = {
-    "type": "object",
-    "additionalProperties": False,
-    "required": ["action"],
-    "properties": {
-        "action": {
-            "type": "string",
-            "enum": ["start", "resume"],
-            "description": "start: send only `questions`. resume: send only `questionnaireId`, "
-            "`revision` and `clarificationResponse`, copied from the latest "
-            "QUESTIONNAIRE_NEEDS_CLARIFICATION result.",
-        },
-        "questions": {
-            "type": "array",
-            "minItems": 1,
-            "maxItems": MAX_QUESTIONS,
-            "items": QUESTION_SCHEMA,
-            "description": f"start only: 1-{MAX_QUESTIONS} related questions, asked in this order.",
-        },
-        "questionnaireId": _text(MAX_ID, "resume only: the exact questionnaireId from the latest result."),
-        "revision": {
-            "type": "integer",
-            "minimum": 1,
-            "description": "resume only: the exact revision from the latest result.",
-        },
-        "clarificationResponse": _text(
-            MAX_CLARIFICATION,
-            "resume only: a concise summary of the explanation you just gave the user.",
-        ),
-    },
-}
-
-TOOL_DESCRIPTION: Final = """\
+TOOL_DESCRIPTION: Final = f"""\
 Ask the user several related multiple-choice questions in one dialog (a terminal or browser \
 UI the user has open) and get the answers back as the stable ids you declared.
 
@@ -166,7 +71,7 @@ never guess answers the user did not give.
 After QUESTIONNAIRE_NEEDS_CLARIFICATION the user paused on a question to ask you something; \
 earlier answers are stored. You MUST (1) answer their request in normal text, briefly, then \
 (2) immediately call this tool with action "resume" and exactly the questionnaireId and \
-revision from that result plus clarificationResponse (a summary of your answer, <= 1000 \
+revision from that result plus clarificationResponse (a summary of your answer, <= {MAX_CLARIFICATION} \
 characters). Never resend questions, never start a new questionnaire instead, never guess \
 the pending answer, and do not end your turn without resuming. It can happen again with a \
 higher revision: answer and resume each time.\

@@ -19,6 +19,7 @@ import pytest
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
+from broker.core.schema import TOOL_INPUT_SCHEMA, trimmed_text_pattern
 from tests.scripted_client import ScriptedClient
 from tests.support import REPO_ROOT, BrokerProcess, broker, token
 
@@ -89,29 +90,27 @@ async def test_the_one_tool_has_the_seed_schema_with_bounds_and_no_anyof(live: B
     for path, node in walk(schema):
         assert not {"anyOf", "oneOf", "allOf", "$ref"} & node.keys(), path
 
+    assert schema == TOOL_INPUT_SCHEMA  # the core's one schema, as the host reads it
     props = schema["properties"]
     assert schema["required"] == ["action"]
     assert props["action"] == {**props["action"], "type": "string", "enum": ["start", "resume"]}
     assert (props["questions"]["minItems"], props["questions"]["maxItems"]) == (1, 20)
     assert props["revision"]["type"] == "integer" and props["revision"]["minimum"] == 1
-    assert props["clarificationResponse"]["maxLength"] == 1000
+    assert props["clarificationResponse"]["pattern"] == trimmed_text_pattern(1000)
     assert props["questionnaireId"]["type"] == "string"
     question = props["questions"]["items"]["properties"]
     assert question["type"]["enum"] == ["single", "multi"]
     assert (question["options"]["minItems"], question["options"]["maxItems"]) == (1, 50)
-    assert (question["id"]["maxLength"], question["label"]["maxLength"], question["prompt"]["maxLength"]) == (
-        128,
-        200,
-        2000,
-    )
-    assert question["minSelections"]["type"] == question["maxSelections"]["type"] == "integer"
+    assert [question[key]["pattern"] for key in ("id", "label", "prompt")] == [
+        trimmed_text_pattern(limit) for limit in (128, 200, 2000)
+    ]
+    assert question["minSelections"]["type"] == "integer"
+    assert question["maxSelections"]["type"] == ["integer", "null"]
     assert question["allowOther"]["type"] == "boolean"
     option = question["options"]["items"]["properties"]
-    assert (option["id"]["maxLength"], option["label"]["maxLength"], option["description"]["maxLength"]) == (
-        128,
-        200,
-        500,
-    )
+    assert [option[key]["pattern"] for key in ("id", "label", "description")] == [
+        trimmed_text_pattern(limit) for limit in (128, 200, 500)
+    ]
 
     description = tool.description
     for must in (

@@ -23,13 +23,15 @@ from typing import Any
 import orjson
 import pytest
 from websockets.exceptions import ConnectionClosed
+from websockets.frames import Close
 
 from broker.core import frames, machine, results
 from broker.core.model import parse_tool_input
-from clients.bots.cli import check_url, parse_think, probe_brokers, split_urls, token_refusal
+from broker.core.status import CloseCode, CloseReason
+from clients.bots.cli import check_url, likely_causes, parse_think, probe_brokers, split_urls, token_refusal
 from clients.bots.plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
 from clients.bots.run import Bot, LoadRun, Options, Round, Session
-from clients.bots.stats import Samples, Stats, percentile
+from clients.bots.stats import RATE_LIMITED_CLOSES, Samples, Stats, percentile
 from tests.support import need
 
 NOW = 1_700_000_000.0
@@ -576,3 +578,41 @@ async def test_the_view_after_a_hello_is_at_least_the_step_a_bot_of_the_session_
     await bot.connect()
 
     assert len(_mismatches(session)) == mismatches
+
+
+# --- closes by the broker ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("close", "error", "rate_limited"),
+    [
+        (Close(CloseCode.POLICY_VIOLATION, CloseReason.RATE_LIMITED), "close_1008", 1),
+        (Close(CloseCode.POLICY_VIOLATION, CloseReason.TOO_SLOW), "close_1008", 0),
+        (Close(CloseCode.SERVICE_RESTART, "restart"), "close_1012", 0),
+        (None, "close_1006", 0),  # no close frame at all: the connection dropped
+    ],
+)
+async def test_a_close_is_counted_by_its_code_and_a_rate_limit_by_its_reason(
+    close: Close | None, error: str, rate_limited: int
+) -> None:
+    session, bot, _ = _two_bots(_plan())
+    attempts = 0
+
+    async def connect(*, in_churn: bool = False) -> None:
+        nonlocal attempts
+        attempts += 1
+        bot.closing = attempts > 1  # the run ends during the reconnect
+        raise ConnectionClosed(close, None)
+
+    bot.connect = connect  # type: ignore[method-assign]
+    await bot.run_bot()
+
+    assert dict(session.stats.errors) == {error: 1}
+    assert session.stats.counters[RATE_LIMITED_CLOSES] == rate_limited
+
+
+def test_a_rate_limit_is_named_as_a_likely_cause_only_when_bots_were_closed_for_it() -> None:
+    report = Stats().report()
+    assert likely_causes(report, ["http://127.0.0.1:8700"]) == []
+    (cause,) = likely_causes(report, ["http://127.0.0.1:8700"], rate_limited=2)
+    assert "sending too fast" in cause

@@ -38,6 +38,9 @@ def test_an_error_carries_its_code_message_and_ref() -> None:
     assert (error.code, error.message, error.ref, str(error)) == ("stale_step", "old step", "r1", "old step")
     assert BrokerError("bad_frame", "m").ref is None
     assert repr(error) == "BrokerError('stale_step', 'old step')"
+    assert (error.frame, error.field) == (None, None)
+    located = BrokerError("bad_frame", "hello 'token' must be a string", frame="hello", field="token")
+    assert (located.frame, located.field) == ("hello", "token")
 
 
 def test_invalid_builds_a_questionnaire_rejection() -> None:

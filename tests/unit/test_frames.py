@@ -14,6 +14,7 @@ from broker.core.frames import (
     JSON_SUBPROTOCOL,
     MSGPACK_SUBPROTOCOL,
     PROTOCOL_VERSION,
+    SUBPROTOCOL_BY_CODEC,
     SUBPROTOCOLS,
     CommandFrame,
     Hello,
@@ -63,6 +64,9 @@ def bad_frame(value: Any) -> BrokerError:
 
 def test_the_subprotocol_picks_the_codec() -> None:
     assert SUBPROTOCOLS == ("qbroker.v1.json", "qbroker.v1.msgpack")
+    assert dict(SUBPROTOCOL_BY_CODEC) == {"json": "qbroker.v1.json", "msgpack": "qbroker.v1.msgpack"}
+    for codec, subprotocol in SUBPROTOCOL_BY_CODEC.items():
+        assert codec_for(subprotocol) == codec
     assert codec_for(JSON_SUBPROTOCOL) == "json"
     assert codec_for(MSGPACK_SUBPROTOCOL) == "msgpack"
     assert codec_for(None) == "json"
@@ -458,20 +462,29 @@ def test_a_ref_is_echoed_on_a_bad_frame_once_the_frame_has_a_type() -> None:
     [
         pytest.param(_without(HELLO, "token"), "hello", "token", id="hello without token"),
         pytest.param(HELLO | {"token": 5}, "hello", "token", id="hello token not a string"),
-        pytest.param(HELLO | {"client": "x"}, "hello", None, id="hello client not a map"),
-        pytest.param(HELLO | {"extra": 1}, "hello", None, id="hello with unknown key"),
-        pytest.param(CANCEL | {"step": "1"}, "cancel", "step", id="cancel step a string"),
+        pytest.param(HELLO | {"client": "web"}, "hello", "client", id="hello client not a map"),
+        pytest.param(HELLO | {"client": {"kind": "agent"}}, "hello", "client.kind", id="hello client kind"),
+        pytest.param(HELLO | {"client": {"name": 5}}, "hello", "client.name", id="hello client name"),
+        pytest.param(HELLO | {"sessionId": "s"}, "hello", None, id="hello unknown key"),
+        pytest.param(CANCEL | {"step": -1}, "cancel", "step", id="negative step"),
+        pytest.param(ANSWER | {"selectedOptionIds": ["a", 1]}, "answer", "selectedOptionIds", id="answer ids"),
+        pytest.param(CLARIFY | {"draft": {"other": 1}}, "clarify", "draft.other", id="clarify draft other"),
+        pytest.param({"type": "ping", "ref": True}, None, "ref", id="bad ref: before the type is read"),
         pytest.param({"type": "nope"}, None, None, id="unknown type"),
-        pytest.param(HELLO | {"ref": True}, None, None, id="hello with a bad ref"),
-        pytest.param(["hello"], None, None, id="not a map"),
     ],
 )
-def test_a_bad_frame_says_which_frame_and_field_went_wrong_once_known(
-    value: Any, frame: str | None, field: str | None
-) -> None:
-    """What the websocket chooses a bad first frame's close code by (not the message)."""
+def test_a_bad_frame_names_its_frame_type_and_field(value: Any, frame: str | None, field: str | None) -> None:
     error = bad_frame(value)
     assert (error.frame, error.field) == (frame, field)
+
+
+@pytest.mark.parametrize("value", MALFORMED)
+def test_the_fields_tell_what_the_message_says_of_a_hello(value: Any) -> None:
+    # What the websocket's first frame is judged by (a token problem closes 4401, any other
+    # hello problem is told to the client): the fields, never the message's wording.
+    error = bad_frame(value)
+    assert (error.frame == "hello" and error.field == "token") == error.message.startswith("hello 'token'")
+    assert (error.frame == "hello") == error.message.startswith("hello")
 
 
 def test_a_bad_frame_message_names_the_problem() -> None:
