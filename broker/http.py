@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 from broker.auth import Claims, valid_session_id, verify_token
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import ResumeInput, StartInput, parse_tool_input
+from broker.core.wire import SESSION_ID_RULE
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 
@@ -130,7 +131,7 @@ class AgentAPI:
         except BrokerError as exc:
             raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
         if not valid_session_id(session_id):
-            raise invalid("the session id must be 1-128 characters of [A-Za-z0-9._:-]")
+            raise invalid(f"the session id must be {SESSION_ID_RULE}")
         if not claims.allows(session_id):
             raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {session_id}")
         if broker.shutting_down.is_set():

@@ -32,7 +32,7 @@ from broker.auth import valid_session_id, verify_token
 from broker.core import frames
 from broker.core.errors import BrokerError
 from broker.core.frames import Codec
-from broker.core.status import CloseCode
+from broker.core.status import CloseCode, CloseReason
 from broker.service import Broker, Encoded
 from broker.speedups.eager import Resuming, eagerly
 from broker.store.base import StoreUnavailable
@@ -150,7 +150,7 @@ class ClientConnection:
         self.bucket = TokenBucket(broker.config.rate_limit, broker.config.rate_burst)
         # Until the hello: the hello deadline; after it: the token's expiry (if any).
         self.timer: asyncio.TimerHandle | None = socket.loop.call_later(
-            broker.config.hello_timeout, self.close, CloseCode.HELLO_TIMEOUT, "no hello in time"
+            broker.config.hello_timeout, self.close, CloseCode.HELLO_TIMEOUT, CloseReason.HELLO_TIMEOUT
         )
         self.said_hello = False  # the first frame arrived (it must be the hello)
         self.over_limit = False  # a frame came over the rate limit: the rest are dropped
@@ -189,17 +189,17 @@ class ClientConnection:
                     self.socket.pause_reading_for_backlog(False)
                 if payload is _OVER_LIMIT:
                     log.warning("rate limit exceeded", extra={"session": self.session_id, "client": self.client_id})
-                    self.close(CloseCode.POLICY_VIOLATION, "rate limit exceeded")
+                    self.close(CloseCode.POLICY_VIOLATION, CloseReason.RATE_LIMITED)
                 elif self.joined:
                     await self._frame(payload)
                 else:
                     await self._hello(payload)
         except StoreUnavailable:
             log.warning("store unavailable; closing client", extra={"session": self.session_id})
-            self.close(CloseCode.TRY_AGAIN_LATER, "state store unavailable")
+            self.close(CloseCode.TRY_AGAIN_LATER, CloseReason.STORE_UNAVAILABLE)
         except Exception:
             log.exception("client connection failed", extra={"session": self.session_id, "client": self.client_id})
-            self.close(CloseCode.INTERNAL_ERROR, "internal error")
+            self.close(CloseCode.INTERNAL_ERROR, CloseReason.INTERNAL_ERROR)
         finally:
             self.working = False
             self.worker = None
@@ -212,14 +212,14 @@ class ClientConnection:
             frame = frames.parse_client_frame(frames.decode(payload, self.codec))
         except BrokerError as exc:
             if exc.frame != "hello":  # not even a hello (undecodable, no type, another type)
-                self.close(CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")
+                self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
             elif exc.field == "token":  # absent or not a string: a token problem
                 self.close(CloseCode.BAD_TOKEN, _close_reason(f"missing token: {exc.message}"))
             else:  # a hello with a wrong field is told what is wrong (a close reason holds 123 bytes)
                 self.close(CloseCode.PROTOCOL_VIOLATION, _close_reason(exc.message))
             return
         if not isinstance(frame, frames.Hello):
-            self.close(CloseCode.PROTOCOL_VIOLATION, "the first frame must be a hello")
+            self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
             return
         try:
             claims = verify_token(broker.config.secret or "", frame.token, role="client")
@@ -227,16 +227,16 @@ class ClientConnection:
             self.close(CloseCode.BAD_TOKEN, exc.message)
             return
         if not claims.allows(self.session_id):
-            self.close(CloseCode.WRONG_SESSION, "token is for another session")
+            self.close(CloseCode.WRONG_SESSION, CloseReason.WRONG_SESSION)
             return
         if broker.local_clients(self.session_id) >= broker.config.max_connections_per_session:
-            self.close(CloseCode.TRY_AGAIN_LATER, "too many connections for this session")
+            self.close(CloseCode.TRY_AGAIN_LATER, CloseReason.TOO_MANY_CONNECTIONS)
             return
         self.joined = True
         await broker.join(self)
         if claims.exp is not None and not self.gone:
             delay = max(0.0, claims.exp - time.time())
-            self.timer = self.socket.loop.call_later(delay, self.close, CloseCode.BAD_TOKEN, "token expired")
+            self.timer = self.socket.loop.call_later(delay, self.close, CloseCode.BAD_TOKEN, CloseReason.TOKEN_EXPIRED)
 
     async def _frame(self, payload: str | bytes) -> None:
         broker = self.broker
@@ -272,7 +272,7 @@ class ClientConnection:
         for frame in frames:
             if len(self.backlog) >= OUTBOUND_QUEUE:
                 self.backlog.clear()
-                self.close(CloseCode.POLICY_VIOLATION, "client too slow")
+                self.close(CloseCode.POLICY_VIOLATION, CloseReason.TOO_SLOW)
                 return
             self.backlog.append(frame.data(codec))
 

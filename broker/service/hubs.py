@@ -19,7 +19,7 @@ from typing import Any, Final, Protocol
 from broker.core import frames
 from broker.core.frames import Codec
 from broker.core.machine import Questionnaire
-from broker.core.status import CloseCode
+from broker.core.status import CloseCode, CloseReason
 
 log = logging.getLogger("qbroker.service")
 
@@ -168,7 +168,7 @@ class SessionHub:
                 # The hub counts this frame as shown: a client that missed it would stay behind
                 # until the next write. Closed, it reconnects and reads the current state.
                 with contextlib.suppress(Exception):
-                    connection.close(CloseCode.INTERNAL_ERROR, "internal error")
+                    connection.close(CloseCode.INTERNAL_ERROR, CloseReason.INTERNAL_ERROR)
 
 
 async def _watch(

@@ -30,6 +30,7 @@ from websockets.http11 import Request
 from websockets.protocol import State
 
 from broker.core import frames
+from broker.core.status import CloseCode
 from broker.service import Broker
 from broker.speedups.ws_frames import readable, server_frame, whole_data_frame
 from broker.ws import CLIENT_PATH, ClientConnection, _refusal, _subprotocol, log
@@ -156,7 +157,7 @@ class ClientSocket(WebSocketsSansIOProtocol):
         try:
             text = data.decode()
         except UnicodeDecodeError:
-            self.conn.send_close(1007)  # invalid frame payload data
+            self.conn.send_close(CloseCode.INVALID_PAYLOAD)
             self.handle_parser_exception()
             return
         client.received(text)
