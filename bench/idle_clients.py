@@ -19,6 +19,8 @@ import os
 import sys
 from typing import Any
 
+from broker.core.frames import JSON_SUBPROTOCOL
+
 CONCURRENCY = 64
 
 
@@ -43,7 +45,7 @@ async def hold(url: str, count: int, mode: str, prefix: str, hold_for: float) ->
                 else:
                     ws = await connect(
                         f"{url}/v1/sessions/{sid}/ws",
-                        subprotocols=[Subprotocol("qbroker.v1.json")],
+                        subprotocols=[Subprotocol(JSON_SUBPROTOCOL)],
                         compression=None,
                         ping_interval=None,
                         open_timeout=30,

@@ -18,11 +18,11 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from broker.core.status import CloseCode
+from broker.core.wire import SESSION_ID_RULE, is_session_id
 
 if TYPE_CHECKING:
     from clients.tui.model import TuiModel
 
-SESSION_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._:-")
 
 # Close codes after which reconnecting cannot help: show the reason and exit non-zero.
 FATAL_CLOSE_CODES: dict[int, str] = {
@@ -30,14 +30,13 @@ FATAL_CLOSE_CODES: dict[int, str] = {
     CloseCode.BAD_TOKEN: "the broker refused the token",
     CloseCode.WRONG_SESSION: "the token is for another session",
 }
-# 1000, 1006 and 1011 are the websocket's own codes (RFC 6455), which broker.core does not name.
 CLOSE_REASONS: dict[int, str] = {
-    1000: "connection closed",
+    CloseCode.NORMAL_CLOSURE: "connection closed",
     CloseCode.GOING_AWAY: "the broker is shutting down",
-    1006: "connection lost",
+    CloseCode.ABNORMAL_CLOSURE: "connection lost",
     CloseCode.POLICY_VIOLATION: "rate limit exceeded",
     CloseCode.MESSAGE_TOO_BIG: "a frame was too large",
-    1011: "broker error",
+    CloseCode.INTERNAL_ERROR: "broker error",
     CloseCode.SERVICE_RESTART: "the broker is restarting",
     CloseCode.HELLO_TIMEOUT: "hello timed out",
 }
@@ -45,8 +44,8 @@ CLOSE_REASONS: dict[int, str] = {
 
 def validate_session(sid: str) -> str | None:
     """An error message when ``sid`` is not a valid session id, else None."""
-    if not 1 <= len(sid) <= 128 or not set(sid) <= SESSION_CHARS:
-        return "session ids are 1-128 characters of A-Z a-z 0-9 . _ : -"
+    if not is_session_id(sid):
+        return f"session ids are {SESSION_ID_RULE}"
     return None
 
 
