@@ -63,6 +63,13 @@ class Pick:
     sent_other: str | None
     expected: dict[str, Any]  # {"selectedOptionIds": [...], "other"?: str}
 
+    def selection(self) -> dict[str, Any]:
+        """The selection as a frame sends it (``selectedOptionIds`` and maybe ``other``)."""
+        out: dict[str, Any] = {"selectedOptionIds": list(self.sent_ids)}
+        if self.sent_other is not None:
+            out["other"] = self.sent_other
+        return out
+
 
 @dataclass
 class Plan:

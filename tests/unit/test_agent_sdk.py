@@ -252,7 +252,7 @@ def test_backoff_grows_exponentially_and_honours_retry_after(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     slept: list[float] = []
-    monkeypatch.setattr("clients.agent.sdk.time.sleep", slept.append)
+    monkeypatch.setattr("clients.agent.clients.time.sleep", slept.append)
     script = Script(
         httpx.ConnectError("a"),
         httpx.ConnectError("b"),

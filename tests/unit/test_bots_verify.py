@@ -572,7 +572,7 @@ async def test_the_view_after_a_hello_is_at_least_the_step_a_bot_of_the_session_
     async def connect(*args: Any, **kwargs: Any) -> _Socket:
         return socket
 
-    monkeypatch.setattr("clients.bots.run.websockets.connect", connect)
+    monkeypatch.setattr("clients.bots.bot.websockets.connect", connect)
     _recording(bot)
 
     await bot.connect()
