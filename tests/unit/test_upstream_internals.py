@@ -260,6 +260,14 @@ def _parameters(function: Callable[..., Any]) -> list[str]:
     return list(inspect.signature(function).parameters)
 
 
+def _defined_parameters(cls: type, name: str) -> list[str]:
+    """The parameters of method ``name`` as ``cls``'s source defines it (whatever has replaced
+    the attribute since)."""
+    [method] = [method for method in _methods(cls) if method.name == name]
+    arguments = method.args
+    return [argument.arg for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]]
+
+
 # --- uvicorn: the websocket protocol ClientSocket extends (broker/speedups/ws_protocol.py) -----
 
 # uvicorn's own methods that ClientSocket overrides: uvicorn must still have and call them.
@@ -803,8 +811,8 @@ def _config_takes_classes() -> None:
     "update _Server in broker/server.py",
 )
 def _server_startup() -> None:
+    assert _defined_parameters(uvicorn.Server, "startup") == ["self", "sockets"]
     assert inspect.iscoroutinefunction(uvicorn.Server.startup)
-    assert _parameters(uvicorn.Server.startup) == ["self", "sockets"]
     assert uvicorn.Server(_config()).started is False
 
 
@@ -814,7 +822,9 @@ def _server_startup() -> None:
     "update _Server in broker/server.py",
 )
 def _server_handle_exit() -> None:
-    assert _parameters(uvicorn.Server.handle_exit) == ["self", "sig", "frame"]
+    # (Read off uvicorn's source: importing mcp replaces Server.handle_exit with sse-starlette's
+    # (*args, **kwargs) wrapper, which calls uvicorn's with the same arguments.)
+    assert _defined_parameters(uvicorn.Server, "handle_exit") == ["self", "sig", "frame"]
     assert uvicorn.Server(_config()).should_exit is False
 
 
