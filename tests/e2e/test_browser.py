@@ -20,7 +20,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect, sync_playwright
 
-from tests.support import REPO_ROOT, broker, free_port, need, redis_server, token
+from tests.helpers.processes import REPO_ROOT, broker, free_port, need, redis_server, token
 
 pytestmark = pytest.mark.browser
 

@@ -24,7 +24,8 @@ import httpx
 import pytest
 
 from clients.tui.text import cells
-from tests.support import REPO_ROOT, BrokerProcess, broker, need, redis_server, token, wait_until
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, need, redis_server, token
+from tests.helpers.waiting import wait_until
 
 WIDTH, HEIGHT = 80, 24
 DOCS = REPO_ROOT / "docs"

@@ -39,8 +39,8 @@ from websockets.sync.client import connect as sync_connect
 from websockets.typing import Subprotocol
 
 from broker.openapi import build_openapi
-from tests.scripted_client import MSGPACK, ScriptedClient
-from tests.support import BrokerProcess, broker, token
+from tests.helpers.clients import MSGPACK, ScriptedClient
+from tests.helpers.processes import BrokerProcess, broker, token
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase

@@ -25,8 +25,8 @@ from clients.agent.sdk import (
     UnauthorizedError,
     UnknownQuestionnaire,
 )
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
 
 DEPLOY: list[dict[str, Any]] = json.loads(Path(REPO_ROOT, "examples", "deploy.json").read_text())["questions"]
 QUICK = 20.0  # an upper bound for any single step of a test, never a sleep

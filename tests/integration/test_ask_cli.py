@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
 
 EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0

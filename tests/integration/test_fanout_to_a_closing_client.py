@@ -35,7 +35,7 @@ from broker.core.model import StartInput, parse_tool_input
 from broker.service import Broker
 from broker.speedups.ws_protocol import ClientSocket, protocol_for
 from broker.store.memory import MemoryStore
-from tests.support import free_port
+from tests.helpers.processes import free_port
 
 SECRET = "fan-out-test-secret-fan-out-test-secret"
 DEADLINE = 5.0

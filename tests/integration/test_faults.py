@@ -25,16 +25,8 @@ import pytest
 import websockets
 from websockets.typing import Subprotocol
 
-from tests.scripted_client import ScriptedClient
-from tests.support import (
-    REPO_ROOT,
-    TEST_SECRET,
-    BrokerProcess,
-    RedisServer,
-    broker,
-    redis_server,
-    token,
-)
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, TEST_SECRET, BrokerProcess, RedisServer, broker, redis_server, token
 
 pytestmark = pytest.mark.redis
 

@@ -20,8 +20,8 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from broker.core.schema import TOOL_INPUT_SCHEMA, trimmed_text_pattern
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
 
 EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0

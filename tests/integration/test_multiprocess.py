@@ -14,8 +14,8 @@ from typing import Any, cast
 import httpx
 import pytest
 
-from tests.scripted_client import ScriptedClient
-from tests.support import BrokerProcess, broker, redis_server, token
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import BrokerProcess, broker, redis_server, token
 
 pytestmark = pytest.mark.redis
 

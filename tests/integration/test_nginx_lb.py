@@ -26,9 +26,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.protocol_support import raw_socket
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, free_port, need, redis_server, token, wait_until
+from tests.helpers.clients import ScriptedClient, raw_socket
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, need, redis_server, token
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.redis
 

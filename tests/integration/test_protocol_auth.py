@@ -19,22 +19,10 @@ import pytest
 import websockets
 from websockets.typing import Subprotocol
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    close_code,
-    error,
-    hello,
-    new_sid,
-    pending,
-    person,
-    raw_socket,
-    single,
-    start_body,
-    tool_result,
-)
-from tests.scripted_client import JSON
-from tests.support import REPO_ROOT, TEST_SECRET, BrokerProcess, broker_env, free_port, token
+from tests.helpers.clients import JSON, close_code, hello, person, raw_socket
+from tests.helpers.processes import REPO_ROOT, TEST_SECRET, BrokerProcess, broker_env, free_port, token
+from tests.helpers.protocol import Agent, Deployment, error, pending, tool_result
+from tests.helpers.samples import new_sid, single, start_body
 
 
 def forged(claims: dict[str, Any], secret: str = TEST_SECRET, algorithm: str = "HS256") -> str:

@@ -7,17 +7,9 @@ from __future__ import annotations
 import asyncio
 import re
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    error,
-    multi,
-    pending,
-    person,
-    single,
-    tool_result,
-)
-from tests.scripted_client import ScriptedClient
+from tests.helpers.clients import ScriptedClient, person
+from tests.helpers.protocol import Agent, Deployment, error, pending, tool_result
+from tests.helpers.samples import multi, single
 
 
 async def _clarify(

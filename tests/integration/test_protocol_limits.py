@@ -11,16 +11,10 @@ import time
 import pytest
 import websockets
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    close_code,
-    hello,
-    person,
-    raw_socket,
-    single,
-)
-from tests.support import token
+from tests.helpers.clients import close_code, hello, person, raw_socket
+from tests.helpers.processes import token
+from tests.helpers.protocol import Agent, Deployment
+from tests.helpers.samples import single
 
 # --- frame size ---------------------------------------------------------------------------
 

@@ -12,18 +12,10 @@ import pytest
 import redis.asyncio as aioredis
 import websockets
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    close_code,
-    hello,
-    new_sid,
-    person,
-    raw_socket,
-    single,
-    tool_result,
-)
-from tests.support import token
+from tests.helpers.clients import close_code, hello, person, raw_socket
+from tests.helpers.processes import token
+from tests.helpers.protocol import Agent, Deployment, tool_result
+from tests.helpers.samples import new_sid, single
 
 RETENTION_DEFAULT = 7 * 24 * 3600
 

@@ -12,19 +12,10 @@ import msgpack
 import pytest
 import websockets
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    barrier,
-    close_code,
-    hello,
-    multi,
-    person,
-    raw_socket,
-    single,
-)
-from tests.scripted_client import JSON, MSGPACK
-from tests.support import token
+from tests.helpers.clients import JSON, MSGPACK, barrier, close_code, hello, person, raw_socket
+from tests.helpers.processes import token
+from tests.helpers.protocol import Agent, Deployment
+from tests.helpers.samples import multi, single
 
 
 @pytest.mark.parametrize("subprotocol", [JSON, MSGPACK])

@@ -35,10 +35,11 @@ import redis
 
 from broker.store.base import Notice, Store
 from broker.store.redis import RedisStore, channel_for
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import broker, need, redis_server_command, token
+from tests.helpers.waiting import wait_until
 from tests.integration import test_store_contract as contract
 from tests.integration.test_store_contract import Listener, new_questionnaire, new_session
-from tests.scripted_client import ScriptedClient
-from tests.support import broker, need, redis_server_command, token, wait_until
 
 pytestmark = pytest.mark.redis
 

@@ -37,7 +37,7 @@ from broker.store.redis import connections as redis_connections
 from broker.store.redis import notices as redis_notices
 from broker.store.redis import store as redis_store_module
 from broker.store.redis import subscriptions as redis_subscriptions
-from tests.support import RedisServer, redis_server
+from tests.helpers.processes import RedisServer, redis_server
 
 NOW = 1_700_000_000.0
 DEADLINE = 5.0  # seconds any awaited event may take

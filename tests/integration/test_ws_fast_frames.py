@@ -26,9 +26,9 @@ import pytest
 from websockets.frames import Frame, Opcode
 from websockets.protocol import Protocol, Side
 
-from tests.integration.protocol_support import Deployment, hello
-from tests.scripted_client import JSON, MSGPACK
-from tests.support import token
+from tests.helpers.clients import JSON, MSGPACK, hello
+from tests.helpers.processes import token
+from tests.helpers.protocol import Deployment
 
 TIMEOUT = 5.0  # every read and connect waits at most this long
 PING = b'{"type":"ping"}'

@@ -32,7 +32,7 @@ from clients.bots.cli import check_url, likely_causes, parse_think, probe_broker
 from clients.bots.plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
 from clients.bots.run import Bot, LoadRun, Options, Round, Session
 from clients.bots.stats import RATE_LIMITED_CLOSES, Samples, Stats, percentile
-from tests.support import need
+from tests.helpers.processes import need
 
 NOW = 1_700_000_000.0
 

@@ -30,7 +30,7 @@ from broker.core.machine import (
     start,
 )
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER, ResumeInput, parse_tool_input
-from tests.unit.core_samples import (
+from tests.helpers.machine import (
     QID,
     SID,
     T0,

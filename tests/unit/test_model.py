@@ -24,7 +24,7 @@ from broker.core.model import (
     StartInput,
     parse_tool_input,
 )
-from tests.unit.core_samples import multi, parse_start, single, start_payload
+from tests.helpers.machine import multi, parse_start, single, start_payload
 
 SEED_EXAMPLE: dict[str, Any] = {
     "action": "start",

@@ -1,4 +1,4 @@
-"""Shared builders for the pure-core unit tests (no event loop, no network, no clock).
+"""The pure state machine for the core's unit tests (no event loop, no network, no clock).
 
 Questionnaires are built the way the broker builds them: the agent's tool input goes
 through ``parse_tool_input`` and then ``machine.start``. Times are plain floats passed in.
