@@ -7,7 +7,6 @@ add or override any of its keys. ``start_body`` and ``resume_body`` are the two 
 from __future__ import annotations
 
 import uuid
-from collections.abc import Sequence
 from typing import Any
 
 
@@ -16,31 +15,33 @@ def new_sid(prefix: str = "t") -> str:
     return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
-def single(qid: str = "target", options: Sequence[str] = ("staging", "production"), **extra: Any) -> dict[str, Any]:
+def single(qid: str = "target", options: tuple[str, ...] = ("staging", "production"), **extra: Any) -> dict[str, Any]:
+    """A single-choice question; no labels, so each label is its id (``label=`` sets one)."""
     return {
         "id": qid,
-        "label": qid.title(),
         "prompt": f"Pick one for {qid}?",
         "type": "single",
-        "options": [{"id": o, "label": o.title()} for o in options],
+        "options": [{"id": o} for o in options],
         **extra,
     }
 
 
-def multi(qid: str = "checks", options: Sequence[str] = ("unit", "e2e", "lint"), **extra: Any) -> dict[str, Any]:
+def multi(qid: str = "checks", options: tuple[str, ...] = ("unit", "e2e", "lint"), **extra: Any) -> dict[str, Any]:
+    """A multi-choice question, no bounds (``minSelections=``/``maxSelections=`` set them)."""
     return {
         "id": qid,
-        "label": qid.title(),
         "prompt": f"Pick some for {qid}?",
         "type": "multi",
-        "options": [{"id": o, "label": o.title()} for o in options],
+        "options": [{"id": o} for o in options],
         **extra,
     }
 
 
 def start_body(*questions: dict[str, Any]) -> dict[str, Any]:
+    """The ``start`` tool input (one ``single()`` when no question is given)."""
     return {"action": "start", "questions": list(questions) or [single()]}
 
 
 def resume_body(qid: str, revision: int, response: str) -> dict[str, Any]:
+    """The ``resume`` tool input."""
     return {"action": "resume", "questionnaireId": qid, "revision": revision, "clarificationResponse": response}

@@ -29,7 +29,11 @@ async def test_a_whole_questionnaire_over_each_subprotocol(
         assert p.welcome["protocol"] == 1
         assert isinstance(p.welcome["clientId"], str) and p.welcome["clientId"]
         assert await p.wait_for() == {"type": "idle"}
-        qid = (await agent.start_pending(single("target"), multi("checks", maxSelections=2)))["questionnaireId"]
+        qid = (
+            await agent.start_pending(
+                single("target", label="Target"), multi("checks", label="Checks", maxSelections=2)
+            )
+        )["questionnaireId"]
         q = await p.wait_for("question")
         assert q["questionnaireId"] == qid
         assert q["revision"] == 0 and q["step"] == 0 and q["index"] == 0 and q["total"] == 2
