@@ -41,6 +41,7 @@ from websockets.typing import Subprotocol
 from broker.openapi import build_openapi
 from tests.helpers.clients import MSGPACK, ScriptedClient
 from tests.helpers.processes import BrokerProcess, broker, token
+from tests.helpers.samples import new_sid
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase
@@ -594,10 +595,6 @@ MAX_PER_SESSION = 3
 def limits_broker() -> Iterator[BrokerProcess]:
     with broker(max_connections_per_session=MAX_PER_SESSION, rate_limit=20, rate_burst=40) as process:
         yield process
-
-
-def new_sid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
 
 
 async def close_code(ws: websockets.ClientConnection, timeout: float = 10) -> int | None:

@@ -8,7 +8,6 @@ import os
 import subprocess
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -22,6 +21,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from broker.core.schema import TOOL_INPUT_SCHEMA, trimmed_text_pattern
 from tests.helpers.clients import ScriptedClient
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.samples import new_sid
 
 EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0
@@ -35,7 +35,7 @@ def live() -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def sid() -> str:
-    return f"mcp-{uuid.uuid4().hex[:12]}"
+    return new_sid("mcp")
 
 
 @asynccontextmanager

@@ -37,9 +37,10 @@ from broker.store.base import Notice, Store
 from broker.store.redis import RedisStore, channel_for
 from tests.helpers.clients import ScriptedClient
 from tests.helpers.processes import broker, need, redis_server_command, token
+from tests.helpers.samples import new_sid as new_session
 from tests.helpers.waiting import wait_until
 from tests.integration import test_store_contract as contract
-from tests.integration.test_store_contract import Listener, new_questionnaire, new_session
+from tests.integration.test_store_contract import Listener, new_questionnaire
 
 pytestmark = pytest.mark.redis
 

@@ -38,6 +38,7 @@ from broker.store.redis import notices as redis_notices
 from broker.store.redis import store as redis_store_module
 from broker.store.redis import subscriptions as redis_subscriptions
 from tests.helpers.processes import RedisServer, redis_server
+from tests.helpers.samples import new_sid as new_session
 
 NOW = 1_700_000_000.0
 DEADLINE = 5.0  # seconds any awaited event may take
@@ -71,10 +72,6 @@ def _questions() -> tuple[Question, ...]:
 
 
 QUESTIONS = _questions()
-
-
-def new_session() -> str:
-    return f"s-{uuid.uuid4().hex[:12]}"
 
 
 def new_questionnaire(session_id: str, questionnaire_id: str | None = None, now: float = NOW) -> Questionnaire:

@@ -27,6 +27,7 @@ from broker.core.model import Question, StartInput, parse_tool_input
 from broker.service import EVERY_WRITE, OUTCOMES_ONLY, Broker, Encoded, SessionHub, Wake, _watch
 from broker.store.base import Head, Notice, Presence
 from broker.store.memory import MemoryStore
+from tests.helpers.samples import new_sid as new_session
 
 DEADLINE = 5.0  # seconds any awaited event may take
 
@@ -125,10 +126,6 @@ async def running(**config: Any) -> AsyncIterator[tuple[Broker, CountingStore]]:
         yield broker, store
     finally:
         await broker.stop()
-
-
-def new_session() -> str:
-    return f"s-{uuid.uuid4().hex[:8]}"
 
 
 async def joined(broker: Broker, session_id: str) -> Client:
