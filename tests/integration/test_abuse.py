@@ -39,7 +39,7 @@ from websockets.sync.client import connect as sync_connect
 from websockets.typing import Subprotocol
 
 from broker.openapi import build_openapi
-from tests.helpers.clients import MSGPACK, ScriptedClient
+from tests.helpers.clients import MSGPACK, ScriptedClient, close_code
 from tests.helpers.processes import BrokerProcess, broker, token
 from tests.helpers.samples import new_sid
 
@@ -595,15 +595,6 @@ MAX_PER_SESSION = 3
 def limits_broker() -> Iterator[BrokerProcess]:
     with broker(max_connections_per_session=MAX_PER_SESSION, rate_limit=20, rate_burst=40) as process:
         yield process
-
-
-async def close_code(ws: websockets.ClientConnection, timeout: float = 10) -> int | None:
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                await ws.recv()
-    except websockets.ConnectionClosed as exc:
-        return exc.rcvd.code if exc.rcvd is not None else None
 
 
 async def hello_socket(process: BrokerProcess, sid: str, tok: str) -> websockets.ClientConnection:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -39,6 +38,7 @@ from broker.store.redis import store as redis_store_module
 from broker.store.redis import subscriptions as redis_subscriptions
 from tests.helpers.processes import RedisServer, redis_server
 from tests.helpers.samples import new_sid as new_session
+from tests.helpers.waiting import eventually
 
 NOW = 1_700_000_000.0
 DEADLINE = 5.0  # seconds any awaited event may take
@@ -105,14 +105,6 @@ class Listener:
 
     async def next_reconnect(self) -> None:
         await asyncio.wait_for(self.reconnects.get(), DEADLINE)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 # --- backends -------------------------------------------------------------------------

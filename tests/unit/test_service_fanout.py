@@ -28,6 +28,7 @@ from broker.service import EVERY_WRITE, OUTCOMES_ONLY, Broker, Encoded, SessionH
 from broker.store.base import Head, Notice, Presence
 from broker.store.memory import MemoryStore
 from tests.helpers.samples import new_sid as new_session
+from tests.helpers.waiting import eventually
 
 DEADLINE = 5.0  # seconds any awaited event may take
 
@@ -140,15 +141,6 @@ async def answer(broker: Broker, client: Client, question: dict[str, Any], optio
         question["questionnaireId"], question["step"], question["question"]["id"], (option,)
     )
     await broker.command(client, frames.CommandFrame(command))
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 def agent_call(broker: Broker, session_id: str) -> asyncio.Task[tuple[int, dict[str, Any]]]:
