@@ -243,12 +243,13 @@ async def test_nobody_there_still_ends_in_ui_unavailable() -> None:
 async def test_the_last_local_client_leaving_wakes_waiting_agents_to_count_the_grace() -> None:
     # The waiter saw a client and would sleep a whole (long) reconcile interval; the leave
     # makes it look again, so the short grace ends the wait long before that.
-    async with running(client_wait=0.05, reconnect_grace=0.2, reconcile_interval=60.0) as (broker, _):
+    async with running(client_wait=0.05, reconnect_grace=0.2, reconcile_interval=60.0) as (broker, store):
         sid = new_session()
         client = await joined(broker, sid)
         call = agent_call(broker, sid)
         await client.next("question")
-        await asyncio.sleep(0.1)  # past the client wait: the waiter has counted the client
+        # Past the client wait, the waiter counts the client: its one presence read.
+        await eventually(lambda: store.reads["presence"] >= 1, "the waiter to count the client")
 
         await broker.leave(client)
         status, body = await asyncio.wait_for(call, DEADLINE)
