@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
@@ -357,3 +358,13 @@ async def barrier(*clients: ScriptedClient) -> None:
 
 def frames_since(client: ScriptedClient, mark: int, kind: str | None = None) -> list[Frame]:
     return [f for f in client.received[mark:] if kind is None or f.get("type") == kind]
+
+
+TCP_CLOSE_WAIT = 8  # linux/tcp_states.h
+
+
+def peer_shut_down(writer: asyncio.StreamWriter) -> bool:
+    """The other end of this TCP connection shut its writing side (its FIN arrived after all
+    it sent), read off the socket's state (Linux TCP_INFO), so nothing of it is consumed."""
+    sock = writer.get_extra_info("socket")
+    return int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]) == TCP_CLOSE_WAIT

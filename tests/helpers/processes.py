@@ -21,6 +21,8 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis as redis_py
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.auth import Role, mint_token
 from tests.helpers.waiting import wait_until
@@ -73,6 +75,12 @@ class RedisServer:
     @property
     def unix_url(self) -> str:
         return f"unix://{self.unix_socket}?db=0"
+
+    def calls(self, command: str) -> int:
+        """How many ``command`` commands (e.g. ``"hget"``) this server has run so far."""
+        with redis_py.Redis(host="127.0.0.1", port=self.port, socket_timeout=5) as client:
+            stats = client.info("commandstats")
+        return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -176,6 +184,11 @@ class BrokerProcess:
         except OSError:
             return ""
 
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of this broker's /metrics: ``name`` (as exposed, e.g. with ``_total``)
+        with exactly ``labels``; 0 when the broker has not exposed it yet."""
+        return metric(httpx.get(f"{self.url}/metrics", timeout=5).text, name, **labels)
+
     def kill(self) -> None:
         """SIGKILL: the process dies without any cleanup."""
         if self.process and self.process.poll() is None:
@@ -193,6 +206,15 @@ class BrokerProcess:
                 self.process.kill()
                 self.process.wait(5)
         return self.process.returncode
+
+
+def metric(exposition: str, name: str, **labels: str) -> float:
+    """The sample ``name`` with exactly ``labels`` in a Prometheus text ``exposition`` (0 if absent)."""
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
 
 
 def broker_env(data_dir: str, redis_url: str | None = None, **settings: object) -> dict[str, str]:

@@ -3,8 +3,6 @@ hash tag on Redis keys, session ids, and nothing crossing sessions."""
 
 from __future__ import annotations
 
-import asyncio
-import time
 from urllib.parse import quote
 
 import httpx
@@ -16,6 +14,7 @@ from tests.helpers.clients import close_code, hello, person, raw_socket
 from tests.helpers.processes import token
 from tests.helpers.protocol import Agent, Deployment, tool_result
 from tests.helpers.samples import new_sid, single
+from tests.helpers.waiting import eventually
 
 RETENTION_DEFAULT = 7 * 24 * 3600
 
@@ -27,14 +26,17 @@ async def test_terminal_questionnaires_expire_after_the_retention(deployment: De
             await p.answer(await p.wait_for("question"), ["staging"])
             await p.wait_for("closed")
             assert (await agent.outcome(qid)).status == "completed"  # kept for now
-            deadline = time.monotonic() + 15
-            while True:  # bounded poll: the record must go once the retention has passed
+
+            async def expired() -> bool:  # the record must go once the retention has passed
                 response = await agent.get(qid)
                 if response.status_code == 404:
-                    break
+                    return True
                 assert response.status_code == 200, response.text
-                assert time.monotonic() < deadline, "a terminal questionnaire outlived its 2 s retention by 13 s"
-                await asyncio.sleep(0.25)
+                return False
+
+            await eventually(
+                expired, "a terminal questionnaire to go after its 2 s retention", timeout=15, interval=0.25
+            )
 
 
 async def test_redis_keys_carry_the_session_hash_tag_and_retention(

@@ -513,17 +513,22 @@ async def test_a_subscription_to_outcomes_only_hears_only_writes_that_reached_on
 
 
 async def test_an_outcomes_only_subscription_ends_on_its_own(store: Store, listener: Listener) -> None:
-    sid = new_session()
+    sid, marker_sid = new_session(), new_session()
     await store.subscribe(sid)
     await store.subscribe(sid, outcomes_only=True)
     await store.unsubscribe(sid, outcomes_only=True)
+    await store.subscribe(marker_sid)
     state = await store.create(new_questionnaire(sid))
     assert await store.compare_and_set(advanced(state, machine.Abort()), state.version)
+    marker = await store.create(new_questionnaire(marker_sid))  # (notices come in order)
 
-    notices = [await listener.next_notice() for _ in range(2)]
-    await asyncio.sleep(0.1)
+    notices = [await listener.next_notice() for _ in range(3)]
 
-    assert [n.status for n in notices] == ["in_progress", "cancelled"]
+    assert [(n.questionnaire_id, n.status) for n in notices] == [
+        (state.id, "in_progress"),
+        (state.id, "cancelled"),
+        (marker.id, "in_progress"),
+    ]
     assert listener.notices.empty()  # the outcome once: the other subscription is gone
 
 
