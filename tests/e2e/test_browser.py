@@ -11,7 +11,6 @@ import base64
 import json
 import os
 import re
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -20,7 +19,8 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect, sync_playwright
 
-from tests.support import REPO_ROOT, broker, free_port, need, redis_server, token
+from tests.helpers.processes import REPO_ROOT, broker, free_port, need, redis_server, token
+from tests.helpers.samples import new_sid
 
 pytestmark = pytest.mark.browser
 
@@ -135,7 +135,7 @@ def web_page(web_context: BrowserContext) -> Iterator[Page]:
 
 @pytest.fixture
 def web_sid() -> str:
-    return f"web-{uuid.uuid4().hex[:12]}"
+    return new_sid("web")
 
 
 class Agent:

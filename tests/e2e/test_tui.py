@@ -24,7 +24,9 @@ import httpx
 import pytest
 
 from clients.tui.text import cells
-from tests.support import REPO_ROOT, BrokerProcess, broker, need, redis_server, token, wait_until
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, need, redis_server, token
+from tests.helpers.samples import new_sid
+from tests.helpers.waiting import wait_until
 
 WIDTH, HEIGHT = 80, 24
 DOCS = REPO_ROOT / "docs"
@@ -169,7 +171,7 @@ def live() -> Iterator[BrokerProcess]:
 
 
 def session_id() -> str:
-    return f"tui-{uuid.uuid4().hex[:10]}"
+    return new_sid("tui")
 
 
 def tui_argv(process: BrokerProcess, sid: str, client_token: str | None = None) -> list[str]:

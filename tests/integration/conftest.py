@@ -4,7 +4,7 @@
 and ``redis`` (two processes on one real redis-server; the agent talks to the first, clients
 connect to the second). Both are session-scoped: tests isolate themselves by session id.
 ``fast_deployment`` is the same with short timers and a small rate limit, for the tests
-that need them.
+that need them. ``sid``, a fresh session id, is tests/conftest.py's.
 """
 
 from __future__ import annotations
@@ -15,15 +15,8 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.integration.protocol_support import (
-    DEPLOYMENT_KINDS,
-    Agent,
-    BackgroundProbes,
-    Deployment,
-    new_sid,
-    start_deployment,
-)
-from tests.support import need, redis_server
+from tests.helpers.processes import need, redis_server
+from tests.helpers.protocol import DEPLOYMENT_KINDS, Agent, BackgroundProbes, Deployment, start_deployment
 
 # client_wait / reconnect_grace / hello_timeout in seconds; rate_limit frames per second.
 FAST_SETTINGS: dict[str, object] = {
@@ -61,11 +54,6 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
 def fast_deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     with start_deployment(request.param, _redis_url(request), **FAST_SETTINGS) as started:
         yield started
-
-
-@pytest.fixture
-def sid() -> str:
-    return new_sid()
 
 
 @pytest.fixture

@@ -39,8 +39,10 @@ from websockets.sync.client import connect as sync_connect
 from websockets.typing import Subprotocol
 
 from broker.openapi import build_openapi
-from tests.scripted_client import MSGPACK, ScriptedClient
-from tests.support import BrokerProcess, broker, token
+from tests.helpers.clients import MSGPACK, ScriptedClient, close_code
+from tests.helpers.processes import BrokerProcess, broker, token
+from tests.helpers.samples import new_sid
+from tests.helpers.waiting import eventually
 
 if TYPE_CHECKING:
     from schemathesis.specs.openapi.schemas import OpenApiCase
@@ -596,19 +598,6 @@ def limits_broker() -> Iterator[BrokerProcess]:
         yield process
 
 
-def new_sid(prefix: str) -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:10]}"
-
-
-async def close_code(ws: websockets.ClientConnection, timeout: float = 10) -> int | None:
-    try:
-        async with asyncio.timeout(timeout):
-            while True:
-                await ws.recv()
-    except websockets.ConnectionClosed as exc:
-        return exc.rcvd.code if exc.rcvd is not None else None
-
-
 async def hello_socket(process: BrokerProcess, sid: str, tok: str) -> websockets.ClientConnection:
     ws = await websockets.connect(f"{process.ws_url}/v1/sessions/{sid}/ws", subprotocols=[Subprotocol(JSON_PROTOCOL)])
     await ws.send(json.dumps({"type": "hello", "token": tok, "client": {"kind": "bot", "name": "abuser"}}))
@@ -678,14 +667,14 @@ async def test_per_session_connection_limit_is_1013_and_per_session(limits_broke
         # The ones inside keep working; when one leaves, a newcomer gets its place.
         assert [await c.ping() for c in clients] == [{"type": "pong"}] * MAX_PER_SESSION
         await clients.pop().close()
-        deadline = time.monotonic() + 10
-        while True:
+
+        async def newcomer() -> ScriptedClient | None:
             try:
-                clients.append(await ScriptedClient.connect(limits_broker.ws_url, sid, token(sid, "client")))
-                break
+                return await ScriptedClient.connect(limits_broker.ws_url, sid, token(sid, "client"))
             except AssertionError:  # refused (1013) while the server still counts the one that left
-                assert time.monotonic() < deadline, "no place freed up after a client left"
-                await asyncio.sleep(0.05)
+                return None
+
+        clients.append(await eventually(newcomer, "a place to free up after a client left", interval=0.05))
         assert await clients[-1].ping() == {"type": "pong"}
     finally:
         for client in clients:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,8 +24,9 @@ from clients.agent.sdk import (
     UnauthorizedError,
     UnknownQuestionnaire,
 )
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.samples import new_sid
 
 DEPLOY: list[dict[str, Any]] = json.loads(Path(REPO_ROOT, "examples", "deploy.json").read_text())["questions"]
 QUICK = 20.0  # an upper bound for any single step of a test, never a sleep
@@ -41,7 +41,7 @@ def live() -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def sid() -> str:
-    return f"sdk-{uuid.uuid4().hex[:12]}"
+    return new_sid("sdk")
 
 
 def agent(live: BrokerProcess, sid: str, **kw: Any) -> AsyncQBrokerClient:

@@ -6,7 +6,6 @@ import asyncio
 import json
 import os
 import sys
-import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -14,8 +13,9 @@ from typing import Any
 
 import pytest
 
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.samples import new_sid
 
 EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0
@@ -29,7 +29,7 @@ def live() -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def sid() -> str:
-    return f"cli-{uuid.uuid4().hex[:12]}"
+    return new_sid("cli")
 
 
 @dataclass

@@ -19,7 +19,16 @@ from typing import Any
 
 import pytest
 
-from tests.support import REPO_ROOT, TEST_SECRET, BrokerProcess, broker, broker_env, free_port, need, redis_server
+from tests.helpers.processes import (
+    REPO_ROOT,
+    TEST_SECRET,
+    BrokerProcess,
+    broker,
+    broker_env,
+    free_port,
+    need,
+    redis_server,
+)
 
 LATENCIES = ("start_to_first_question", "answer_to_next_question", "questionnaire")
 

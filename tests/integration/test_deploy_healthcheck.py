@@ -8,7 +8,7 @@ import re
 import subprocess
 from typing import cast
 
-from tests.support import REPO_ROOT, broker, free_port
+from tests.helpers.processes import REPO_ROOT, broker, free_port
 
 
 def _healthcheck() -> list[str]:

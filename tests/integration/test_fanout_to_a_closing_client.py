@@ -35,7 +35,8 @@ from broker.core.model import StartInput, parse_tool_input
 from broker.service import Broker
 from broker.speedups.ws_protocol import ClientSocket, protocol_for
 from broker.store.memory import MemoryStore
-from tests.support import free_port
+from tests.helpers.processes import free_port
+from tests.helpers.waiting import eventually
 
 SECRET = "fan-out-test-secret-fan-out-test-secret"
 DEADLINE = 5.0
@@ -65,9 +66,7 @@ async def broker_in_process() -> AsyncIterator[tuple[Broker, int]]:
     )
     serving = asyncio.create_task(server.serve())
     try:
-        async with asyncio.timeout(DEADLINE):
-            while not server.started:
-                await asyncio.sleep(0.01)
+        await eventually(lambda: server.started, "uvicorn to start", timeout=DEADLINE)
         yield app.state.broker, port
     finally:
         server.should_exit = True

@@ -25,16 +25,18 @@ import pytest
 import websockets
 from websockets.typing import Subprotocol
 
-from tests.scripted_client import ScriptedClient
-from tests.support import (
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import (
     REPO_ROOT,
     TEST_SECRET,
     BrokerProcess,
     RedisServer,
     broker,
+    metric,
     redis_server,
     token,
 )
+from tests.helpers.waiting import eventually
 
 pytestmark = pytest.mark.redis
 
@@ -79,21 +81,22 @@ def agent_http(sid: str) -> httpx.AsyncClient:
 
 async def wait_exit(process: BrokerProcess, timeout: float) -> int:
     """The broker's exit status, polling with a deadline (the event loop keeps running)."""
-    assert process.process is not None
-    deadline = time.monotonic() + timeout
-    while process.process.poll() is None:
-        assert time.monotonic() < deadline, f"broker still running {timeout}s after the signal:\n{process.log()}"
-        await asyncio.sleep(0.02)
-    return process.process.returncode
+    popen = process.process
+    assert popen is not None
+    try:
+        await eventually(lambda: popen.poll() is not None, "the broker to exit", timeout=timeout)
+    except AssertionError:
+        raise AssertionError(f"broker still running {timeout}s after the signal:\n{process.log()}") from None
+    return popen.returncode
 
 
-async def waiting_calls(http: httpx.AsyncClient, process: BrokerProcess, count: int, timeout: float = 10) -> None:
-    """Poll ``process``'s /metrics until ``count`` agent calls wait on it."""
-    want = f"qbroker_agent_calls_waiting {float(count)}"
-    deadline = time.monotonic() + timeout
-    while want not in (await http.get(f"{process.url}/metrics")).text.splitlines():
-        assert time.monotonic() < deadline, f"{count} agent calls were not waiting on {process.url} in {timeout}s"
-        await asyncio.sleep(0.02)
+async def waiting_calls(http: httpx.AsyncClient, url: str, count: int, timeout: float = 10) -> None:
+    """Poll the /metrics of the broker at ``url`` until ``count`` agent calls wait on it."""
+
+    async def counted() -> bool:
+        return metric((await http.get(f"{url}/metrics")).text, "qbroker_agent_calls_waiting") == count
+
+    await eventually(counted, f"{count} agent call(s) waiting on {url}", timeout=timeout)
 
 
 # --- graceful shutdown ------------------------------------------------------------------
@@ -119,7 +122,7 @@ async def _sigterm_scenario(a: BrokerProcess, b: BrokerProcess) -> None:
         await person.wait_for("question", where=lambda f: f["draft"] is not None)
         # Both calls are waiting on the process before it is told to stop (a call that only
         # reaches it after the signal is refused with 503 shutting_down, rightly).
-        await waiting_calls(http, a, 2)
+        await waiting_calls(http, a.url, 2)
 
         signalled = time.monotonic()
         assert a.process is not None
@@ -208,11 +211,11 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
 
         # An agent call long-polling when Redis goes away keeps polling (see the stall test):
         # it has its questionnaire, and a Redis that comes back with it would answer it.
+        reads = redis.calls("hget")
         polling = asyncio.create_task(http.get(f"{a.url}/v1/sessions/{sid}/questionnaires/{qid}?wait=60"))
-        await _until_waiting(http, a.url, 1)
-        # Counted as waiting, its read of the questionnaire follows within a millisecond;
-        # nothing outside the broker shows that read, so give it this much more.
-        await asyncio.sleep(0.1)
+        await waiting_calls(http, a.url, 1)
+        # Counted as waiting, it reads its questionnaire next (an HGET): wait for Redis to serve it.
+        await eventually(lambda: redis.calls("hget") > reads, "the waiting call to read its questionnaire")
 
         kill_redis(redis)
         began = time.monotonic()
@@ -289,22 +292,13 @@ async def _redis_outage(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) 
         assert "Traceback" not in process.log(), process.log()
 
 
-async def _until_waiting(http: httpx.AsyncClient, url: str, calls: int, timeout: float = 10) -> None:
-    """Until the broker at ``url`` has ``calls`` agent calls waiting (its /metrics gauge)."""
-    deadline = time.monotonic() + timeout
-    while f"qbroker_agent_calls_waiting {calls:.1f}" not in (await http.get(f"{url}/metrics")).text:
-        assert time.monotonic() < deadline, f"{url} never had {calls} agent call(s) waiting"
-        await asyncio.sleep(0.02)
-
-
 async def _until_ready(http: httpx.AsyncClient, url: str, timeout: float) -> None:
-    deadline = time.monotonic() + timeout
-    while True:
+    async def ready() -> bool:
         with contextlib.suppress(httpx.HTTPError):
-            if (await http.get(f"{url}/readyz", timeout=2)).status_code == 200:
-                return
-        assert time.monotonic() < deadline, f"{url} not ready {timeout}s after Redis came back"
-        await asyncio.sleep(0.05)
+            return (await http.get(f"{url}/readyz", timeout=2)).status_code == 200
+        return False
+
+    await eventually(ready, f"{url} to be ready after Redis came back", timeout=timeout, interval=0.05)
 
 
 def test_redis_outage_is_503_store_unavailable_and_the_brokers_recover_by_themselves() -> None:

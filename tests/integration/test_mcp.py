@@ -7,8 +7,6 @@ import json
 import os
 import subprocess
 import sys
-import time
-import uuid
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -20,8 +18,10 @@ from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from broker.core.schema import TOOL_INPUT_SCHEMA, trimmed_text_pattern
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.samples import new_sid
+from tests.helpers.waiting import wait_until
 
 EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0
@@ -35,7 +35,7 @@ def live() -> Iterator[BrokerProcess]:
 
 @pytest.fixture
 def sid() -> str:
-    return f"mcp-{uuid.uuid4().hex[:12]}"
+    return new_sid("mcp")
 
 
 @asynccontextmanager
@@ -277,6 +277,8 @@ def test_a_host_that_closes_our_stdout_mid_call_ends_the_server_quietly(live: Br
         assert json.loads(server.stdout.readline())["id"] == 1
         send({"jsonrpc": "2.0", "method": "notifications/initialized"})
         arguments = json.loads((EXAMPLES / "single.json").read_text())
+        unavailable = {"status": "unavailable", "reason": "ui_unavailable"}
+        ended_before = live.metric("qbroker_questionnaire_outcomes_total", **unavailable)
         send(
             {
                 "jsonrpc": "2.0",
@@ -287,9 +289,17 @@ def test_a_host_that_closes_our_stdout_mid_call_ends_the_server_quietly(live: Br
         )
         server.stdout.close()  # the host goes away; the answer (unavailable, after ~1 s) has nowhere to go
         # The call ends (unavailable: no client, client_wait=1 s) and its answer's write fails
-        # on the closed pipe; nothing outside the server shows that until its stdin ends, so
-        # this waits for it: 3 s covers the 1 s and the broker's round trips many times over.
-        time.sleep(3)
+        # on the closed pipe; nothing outside the server shows that write until its stdin ends,
+        # so this waits until the broker has answered the call (its outcome counted, no agent
+        # call waiting any more): the server writes the answer as soon as it reads it.
+        wait_until(
+            lambda: (
+                live.metric("qbroker_questionnaire_outcomes_total", **unavailable) > ended_before
+                and live.metric("qbroker_agent_calls_waiting") == 0
+            ),
+            timeout=QUICK,
+            what="the broker to answer the call",
+        )
         server.stdin.close()
         code = server.wait(QUICK)
         text = server.stderr.read().decode(errors="replace")

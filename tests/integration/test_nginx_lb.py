@@ -16,7 +16,6 @@ import json
 import os
 import re
 import shutil
-import socket
 import subprocess
 import tempfile
 from collections.abc import Iterator
@@ -26,9 +25,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.protocol_support import raw_socket
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, free_port, need, redis_server, token, wait_until
+from tests.helpers.clients import ScriptedClient, raw_socket
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, need, port_open, redis_server, token
+from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.redis
 
@@ -59,12 +58,6 @@ def local_conf(text: str, broker_ports: list[int], listen_port: int, tmp: Path) 
     return text.replace("http {\n", "http {\n" + temp, 1)
 
 
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
-
-
 @contextlib.contextmanager
 def nginx(broker_ports: list[int]) -> Iterator[str]:
     binary = nginx_binary()
@@ -92,7 +85,7 @@ def nginx(broker_ports: list[int]) -> Iterator[str]:
         with open(tmp / "stdout.log", "wb") as out:
             process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
         try:
-            wait_until(lambda: process.poll() is not None or _port_open(port), what="nginx to listen")
+            wait_until(lambda: process.poll() is not None or port_open(port), what="nginx to listen")
             assert process.poll() is None, (tmp / "error.log").read_text()
             yield f"127.0.0.1:{port}"
         finally:

@@ -7,16 +7,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    barrier,
-    frames_since,
-    multi,
-    pending,
-    person,
-    single,
-)
+from tests.helpers.clients import barrier, frames_since, person
+from tests.helpers.protocol import Agent, Deployment, pending
+from tests.helpers.samples import multi, single
 
 ABC = ("a", "b", "c")
 

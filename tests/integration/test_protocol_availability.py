@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import time
 
-from tests.integration.protocol_support import Agent, Deployment, multi, pending, person, single, tool_result
+from tests.helpers.clients import person
+from tests.helpers.protocol import Agent, Deployment, pending, tool_result
+from tests.helpers.samples import multi, single
 
 
 async def test_no_client_means_ui_unavailable_after_the_client_wait(fast_deployment: Deployment, sid: str) -> None:

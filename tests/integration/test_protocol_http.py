@@ -11,20 +11,10 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    error,
-    frames_since,
-    multi,
-    new_sid,
-    pending,
-    person,
-    single,
-    start_body,
-    tool_result,
-)
-from tests.support import token
+from tests.helpers.clients import frames_since, person
+from tests.helpers.processes import token
+from tests.helpers.protocol import Agent, Deployment, error, pending, tool_result
+from tests.helpers.samples import multi, new_sid, single, start_body
 
 # --- 202 / 200 shapes -------------------------------------------------------------------
 

@@ -1,11 +1,13 @@
 """docs/protocol.md, "State": answers, Other texts and clarification texts never appear in
-logs. The deployment's brokers run at QBROKER_LOG_LEVEL=debug (tests/support.py)."""
+logs. The deployment's brokers run at QBROKER_LOG_LEVEL=debug (tests/helpers/processes.py)."""
 
 from __future__ import annotations
 
 import json
 
-from tests.integration.protocol_support import Agent, Deployment, error, multi, pending, person, single
+from tests.helpers.clients import person
+from tests.helpers.protocol import Agent, Deployment, error, pending
+from tests.helpers.samples import multi, single
 
 SECRETS = {
     "other": "SECRET-OTHER-7f3a",

@@ -7,18 +7,9 @@ import asyncio
 import time
 from typing import Any
 
-from tests.integration.protocol_support import (
-    Agent,
-    Deployment,
-    barrier,
-    frames_since,
-    multi,
-    new_sid,
-    person,
-    single,
-    tool_result,
-)
-from tests.scripted_client import ScriptedClient
+from tests.helpers.clients import ScriptedClient, barrier, frames_since, person
+from tests.helpers.protocol import Agent, Deployment, tool_result
+from tests.helpers.samples import multi, new_sid, single
 
 
 async def test_one_questionnaire_at_a_time_oldest_first(deployment: Deployment, agent: Agent, sid: str) -> None:

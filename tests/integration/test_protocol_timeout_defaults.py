@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from tests.integration.protocol_support import DEPLOYMENT_KINDS, BackgroundProbes
-from tests.support import need
+from tests.helpers.processes import need
+from tests.helpers.protocol import DEPLOYMENT_KINDS, BackgroundProbes
 
 pytestmark = pytest.mark.parametrize("deployment_kind", DEPLOYMENT_KINDS)
 

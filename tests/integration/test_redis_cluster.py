@@ -35,10 +35,12 @@ import redis
 
 from broker.store.base import Notice, Store
 from broker.store.redis import RedisStore, channel_for
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import broker, need, redis_server_command, token
+from tests.helpers.samples import new_sid as new_session
+from tests.helpers.waiting import eventually, wait_until
 from tests.integration import test_store_contract as contract
-from tests.integration.test_store_contract import Listener, new_questionnaire, new_session
-from tests.scripted_client import ScriptedClient
-from tests.support import broker, need, redis_server_command, token, wait_until
+from tests.integration.test_store_contract import Listener, new_questionnaire
 
 pytestmark = pytest.mark.redis
 
@@ -381,7 +383,7 @@ async def test_after_a_failover_sessions_are_subscribed_on_the_promoted_replica(
                     subscribed = admin.execute_command("PUBSUB", "SHARDNUMSUB", channel_for(moving))
                 return bool(subscribed[1] == 1)
 
-            await contract.eventually(promoted, "the promoted replica to carry the subscription", timeout=30)
+            await eventually(promoted, "the promoted replica to carry the subscription", timeout=30)
             await asyncio.wait_for(listener.reconnects.get(), 10)  # ... and the service re-reads
             created = {sids[0]: await store.create(new_questionnaire(sids[0])) for sids in spread.values()}
             received: set[Notice] = set()

@@ -22,9 +22,11 @@ import redis
 from broker.core import machine
 from broker.store.base import StoreUnavailable
 from broker.store.redis import RedisStore
-from tests.integration.test_store_contract import Listener, advanced, new_questionnaire, new_session
-from tests.scripted_client import ScriptedClient
-from tests.support import RedisServer, broker, redis_server, token, wait_until
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import RedisServer, broker, redis_server, token
+from tests.helpers.samples import new_sid as new_session
+from tests.helpers.waiting import wait_until
+from tests.integration.test_store_contract import Listener, advanced, new_questionnaire
 
 pytestmark = pytest.mark.redis
 

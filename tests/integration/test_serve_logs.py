@@ -20,8 +20,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.scripted_client import ScriptedClient
-from tests.support import REPO_ROOT, BrokerProcess, broker, broker_env, free_port, token, wait_until
+from tests.helpers.clients import ScriptedClient
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, broker_env, free_port, token
+from tests.helpers.waiting import wait_until
 
 PER_CONNECTION = ("connection open", "connection closed", "client joined", "client left")
 

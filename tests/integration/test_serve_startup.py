@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from tests.support import REPO_ROOT, BrokerProcess, RedisServer, broker_env, free_port, redis_server
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, RedisServer, broker_env, free_port, redis_server
 
 BANNER = "qbroker listening on"
 

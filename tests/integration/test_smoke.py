@@ -10,7 +10,7 @@ import httpx
 import websockets
 from websockets.typing import Subprotocol
 
-from tests.support import broker, token
+from tests.helpers.processes import broker, token
 
 DEPLOY = {
     "action": "start",

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import logging
-import time
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from contextlib import asynccontextmanager
@@ -37,7 +36,9 @@ from broker.store.redis import connections as redis_connections
 from broker.store.redis import notices as redis_notices
 from broker.store.redis import store as redis_store_module
 from broker.store.redis import subscriptions as redis_subscriptions
-from tests.support import RedisServer, redis_server
+from tests.helpers.processes import RedisServer, redis_server
+from tests.helpers.samples import new_sid as new_session
+from tests.helpers.waiting import eventually
 
 NOW = 1_700_000_000.0
 DEADLINE = 5.0  # seconds any awaited event may take
@@ -73,10 +74,6 @@ def _questions() -> tuple[Question, ...]:
 QUESTIONS = _questions()
 
 
-def new_session() -> str:
-    return f"s-{uuid.uuid4().hex[:12]}"
-
-
 def new_questionnaire(session_id: str, questionnaire_id: str | None = None, now: float = NOW) -> Questionnaire:
     return machine.start(questionnaire_id or f"q-{uuid.uuid4().hex[:12]}", session_id, QUESTIONS, now)
 
@@ -108,14 +105,6 @@ class Listener:
 
     async def next_reconnect(self) -> None:
         await asyncio.wait_for(self.reconnects.get(), DEADLINE)
-
-
-async def eventually(check: Callable[[], Awaitable[bool]], what: str, timeout: float = DEADLINE) -> None:
-    deadline = time.monotonic() + timeout
-    while not await check():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        await asyncio.sleep(0.02)
 
 
 # --- backends -------------------------------------------------------------------------
@@ -524,17 +513,22 @@ async def test_a_subscription_to_outcomes_only_hears_only_writes_that_reached_on
 
 
 async def test_an_outcomes_only_subscription_ends_on_its_own(store: Store, listener: Listener) -> None:
-    sid = new_session()
+    sid, marker_sid = new_session(), new_session()
     await store.subscribe(sid)
     await store.subscribe(sid, outcomes_only=True)
     await store.unsubscribe(sid, outcomes_only=True)
+    await store.subscribe(marker_sid)
     state = await store.create(new_questionnaire(sid))
     assert await store.compare_and_set(advanced(state, machine.Abort()), state.version)
+    marker = await store.create(new_questionnaire(marker_sid))  # (notices come in order)
 
-    notices = [await listener.next_notice() for _ in range(2)]
-    await asyncio.sleep(0.1)
+    notices = [await listener.next_notice() for _ in range(3)]
 
-    assert [n.status for n in notices] == ["in_progress", "cancelled"]
+    assert [(n.questionnaire_id, n.status) for n in notices] == [
+        (state.id, "in_progress"),
+        (state.id, "cancelled"),
+        (marker.id, "in_progress"),
+    ]
     assert listener.notices.empty()  # the outcome once: the other subscription is gone
 
 

@@ -26,9 +26,10 @@ import pytest
 from websockets.frames import Frame, Opcode
 from websockets.protocol import Protocol, Side
 
-from tests.integration.protocol_support import Deployment, hello
-from tests.scripted_client import JSON, MSGPACK
-from tests.support import token
+from tests.helpers.clients import JSON, MSGPACK, hello, peer_shut_down
+from tests.helpers.processes import token
+from tests.helpers.protocol import Deployment
+from tests.helpers.waiting import eventually
 
 TIMEOUT = 5.0  # every read and connect waits at most this long
 PING = b'{"type":"ping"}'
@@ -383,7 +384,7 @@ async def test_a_client_still_sending_an_oversized_frame_gets_the_1009_not_a_res
         size = 256 * 1024
         head = bytes([0x81, 0x80 | 127]) + size.to_bytes(8, "big") + b"mask"
         await client.write(head)
-        await asyncio.sleep(0.3)  # the broker has refused it by now
+        await eventually(lambda: peer_shut_down(client.writer), "the broker to refuse it (its close, then its FIN)")
         with contextlib.suppress(ConnectionError):
             await client.write(*(b"x" * 16384 for _ in range(size // 16384)), pause=0.005)
         assert await client.close_code() == 1009

@@ -6,7 +6,7 @@ import pytest
 
 from broker.core.availability import Deadline, deadline, expired
 from broker.core.machine import Questionnaire
-from tests.unit.core_samples import T0, answer, cancel, clarify, new_questionnaire, resume
+from tests.helpers.machine import T0, answer, cancel, clarify, new_questionnaire, resume
 
 WAIT = 5.0
 GRACE = 30.0

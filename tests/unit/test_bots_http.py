@@ -39,7 +39,7 @@ async def server(reply: Reply) -> AsyncIterator[tuple[str, list[bytes], list[int
                 requests.append(request)
                 raw = reply(request)
                 if raw is None:
-                    await asyncio.sleep(3600)
+                    await asyncio.sleep(3600)  # a server that never answers: the silence under test
                 assert raw is not None  # (the test is long over after an hour of silence)
                 if raw is CLOSE:
                     break

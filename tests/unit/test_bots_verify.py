@@ -11,7 +11,6 @@ import contextlib
 import copy
 import random
 import shutil
-import socket
 import ssl
 import subprocess
 import threading
@@ -32,7 +31,7 @@ from clients.bots.cli import check_url, likely_causes, parse_think, probe_broker
 from clients.bots.plan import Expectation, Plan, Rates, Shape, answer_line, make_plan, verify_result
 from clients.bots.run import Bot, LoadRun, Options, Round, Session
 from clients.bots.stats import RATE_LIMITED_CLOSES, Samples, Stats, percentile
-from tests.support import need
+from tests.helpers.processes import free_port, need
 
 NOW = 1_700_000_000.0
 
@@ -241,14 +240,8 @@ def _readyz(status: int, body: bytes, tls: ssl.SSLContext | None = None) -> Iter
         server.server_close()
 
 
-def _closed_port_url() -> str:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{sock.getsockname()[1]}"  # nothing listens once it closes
-
-
 def test_the_probe_refuses_only_when_no_broker_answers() -> None:
-    dead = _closed_port_url()
+    dead = f"http://127.0.0.1:{free_port()}"  # nothing listens there
     reachable, warnings = probe_brokers([dead], timeout=2)
     assert not reachable
     assert len(warnings) == 1

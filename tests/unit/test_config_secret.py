@@ -11,7 +11,7 @@ import threading
 from pathlib import Path
 
 from broker.config import Config
-from tests.support import REPO_ROOT
+from tests.helpers.processes import REPO_ROOT
 
 
 def test_a_configured_secret_is_used_and_no_file_is_made(tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ async def test_cancelling_the_task_cancels_the_coroutine_where_it_waits() -> Non
 
     async def work() -> None:
         try:
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # a wait to be cancelled in (it never runs out)
         finally:
             cleaned_up.append("finally ran")
 
@@ -105,7 +105,7 @@ async def test_a_coroutine_that_catches_its_cancellation_goes_on_waiting() -> No
 
     async def work() -> None:
         try:
-            await asyncio.sleep(60)
+            await asyncio.sleep(60)  # a wait to be cancelled in (it never runs out)
         except asyncio.CancelledError:
             seen.append("cancelled")
         seen.append(await gate)

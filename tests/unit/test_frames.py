@@ -45,7 +45,7 @@ from broker.core.machine import (
     Selection,
     apply,
 )
-from tests.unit.core_samples import QID, SID, answer, cancel, clarify, draft, new_questionnaire, resume
+from tests.helpers.machine import QID, SID, answer, cancel, clarify, draft, new_questionnaire, resume
 
 # A failing example's report makes hypothesis touch mypy_extensions.TypedDict, whose
 # DeprecationWarning (an error under filterwarnings=error) would hide the report.

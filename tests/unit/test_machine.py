@@ -30,7 +30,7 @@ from broker.core.machine import (
     start,
 )
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER, ResumeInput, parse_tool_input
-from tests.unit.core_samples import (
+from tests.helpers.machine import (
     QID,
     SID,
     T0,
@@ -40,14 +40,12 @@ from tests.unit.core_samples import (
     cancel,
     clarify,
     draft,
-    multi,
     new_questionnaire,
     parse_start,
     resume,
-    single,
     standard_questions,
-    start_payload,
 )
+from tests.helpers.samples import multi, single, start_body
 
 T1 = T0 + 10.0
 
@@ -144,7 +142,7 @@ def test_a_fresh_questionnaire_shows_its_first_question() -> None:
 
 
 def test_mutating_the_input_dicts_after_start_changes_nothing() -> None:
-    payload = start_payload(*standard_questions())
+    payload = start_body(*standard_questions())
     parsed = parse_tool_input(payload)
     state = start(QID, SID, parsed.questions, T0)  # type: ignore[union-attr]
     record = copy.deepcopy(state.to_record())

@@ -24,7 +24,9 @@ from broker.core.model import (
     StartInput,
     parse_tool_input,
 )
-from tests.unit.core_samples import multi, parse_start, single, start_payload
+from tests.helpers.machine import parse_start
+from tests.helpers.samples import multi, single
+from tests.helpers.samples import start_body as start_payload
 
 SEED_EXAMPLE: dict[str, Any] = {
     "action": "start",

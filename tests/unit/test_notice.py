@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from broker.store.base import Head, Notice, Record
-from tests.unit.core_samples import new_questionnaire
+from tests.helpers.machine import new_questionnaire
 
 
 def test_a_notice_is_known_by_its_session_questionnaire_and_version_alone() -> None:

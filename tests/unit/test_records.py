@@ -11,7 +11,8 @@ import pytest
 from broker.core.machine import Questionnaire
 from broker.store import records as records_module
 from broker.store.records import Records, from_msgpack, to_msgpack
-from tests.unit.core_samples import answer, cancel, clarify, draft, multi, new_questionnaire, resume, single
+from tests.helpers.machine import answer, cancel, clarify, draft, new_questionnaire, resume
+from tests.helpers.samples import multi, single
 
 SAMPLES = {
     "new": lambda: new_questionnaire(),

@@ -19,6 +19,7 @@ from redis import exceptions as redis_errors
 
 from broker.speedups.eager import Resuming, eagerly
 from broker.speedups.redis_wire import NoticeConnection, RedisWire
+from tests.helpers.waiting import eventually
 
 BOUND = 5.0  # seconds any one await here may take before the test fails rather than hangs
 
@@ -79,9 +80,7 @@ class FakeRedis:
 
     async def saw(self, count: int) -> None:
         """Wait (bounded) until the server has received ``count`` commands."""
-        async with asyncio.timeout(BOUND):
-            while len(self.commands) < count:
-                await asyncio.sleep(0.005)
+        await eventually(lambda: len(self.commands) >= count, f"{count} commands", timeout=BOUND, interval=0.005)
 
     def send(self, data: bytes) -> None:
         """Write ``data`` on the newest connection, whatever it was asked: a late reply."""
@@ -89,9 +88,7 @@ class FakeRedis:
 
     async def all_closed(self) -> None:
         """Wait (bounded) until the client has closed every connection."""
-        async with asyncio.timeout(BOUND):
-            while self.open_connections:
-                await asyncio.sleep(0.005)
+        await eventually(lambda: not self.open_connections, "every connection closed", timeout=BOUND, interval=0.005)
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self.connections += 1
@@ -365,7 +362,7 @@ async def test_new_commands_do_not_keep_an_unanswered_connection_alive(
                 if first.done():
                     break
                 trickle.append(asyncio.create_task(wire.execute("ECHO", f"more-{i}")))
-                await asyncio.sleep(0.02)
+                await asyncio.sleep(0.02)  # the trickle under test: a command every 20 ms
             assert first.done(), "the first command outlived its timeout while others kept coming"
             with pytest.raises(redis_errors.TimeoutError):
                 await first
@@ -609,7 +606,7 @@ async def test_a_lost_notice_connection_fails_the_waiting_read_and_every_later_c
 ) -> None:
     async with asyncio.timeout(BOUND):
         read = asyncio.create_task(notices.read_response(timeout=5.0))
-        await asyncio.sleep(0.05)
+        await eventually(lambda: notices._waiter is not None, "the read to wait for a reply", interval=0.005)
         await server.stop()
         with pytest.raises(redis_errors.ConnectionError):
             await read

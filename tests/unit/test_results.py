@@ -9,18 +9,8 @@ import pytest
 
 from broker.core.machine import Abort, MarkUnavailable, Questionnaire, apply
 from broker.core.results import DETAILS_VERSION, MARKERS, details, pending, result_text, tool_result
-from tests.unit.core_samples import (
-    QID,
-    SID,
-    answer,
-    cancel,
-    clarify,
-    draft,
-    multi,
-    new_questionnaire,
-    resume,
-    single,
-)
+from tests.helpers.machine import QID, SID, answer, cancel, clarify, draft, new_questionnaire, resume
+from tests.helpers.samples import multi, single
 
 
 def fresh() -> Questionnaire:

@@ -35,7 +35,8 @@ from broker.core.model import (
 from broker.core.schema import TOOL_INPUT_SCHEMA, tool_input_schema, trimmed_text_pattern
 from broker.openapi import build_openapi
 from clients.mcp.server import INPUT_SCHEMA, tool_json
-from tests.unit.core_samples import multi, single, start_payload
+from tests.helpers.samples import multi, single
+from tests.helpers.samples import start_body as start_payload
 from tests.unit.test_model import REJECTIONS, SEED_EXAMPLE, resume_payload
 
 ROOT = Path(__file__).resolve().parents[2]

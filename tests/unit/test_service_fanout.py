@@ -27,6 +27,8 @@ from broker.core.model import Question, StartInput, parse_tool_input
 from broker.service import EVERY_WRITE, OUTCOMES_ONLY, Broker, Encoded, SessionHub, Wake, _watch
 from broker.store.base import Head, Notice, Presence
 from broker.store.memory import MemoryStore
+from tests.helpers.samples import new_sid as new_session
+from tests.helpers.waiting import eventually
 
 DEADLINE = 5.0  # seconds any awaited event may take
 
@@ -127,10 +129,6 @@ async def running(**config: Any) -> AsyncIterator[tuple[Broker, CountingStore]]:
         await broker.stop()
 
 
-def new_session() -> str:
-    return f"s-{uuid.uuid4().hex[:8]}"
-
-
 async def joined(broker: Broker, session_id: str) -> Client:
     client = Client(session_id)
     await broker.join(client)
@@ -143,15 +141,6 @@ async def answer(broker: Broker, client: Client, question: dict[str, Any], optio
         question["questionnaireId"], question["step"], question["question"]["id"], (option,)
     )
     await broker.command(client, frames.CommandFrame(command))
-
-
-async def eventually(check: Callable[[], bool], what: str) -> None:
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + DEADLINE
-    while not check():
-        if loop.time() > deadline:
-            raise AssertionError(f"timed out waiting for {what}")
-        await asyncio.sleep(0.005)
 
 
 def agent_call(broker: Broker, session_id: str) -> asyncio.Task[tuple[int, dict[str, Any]]]:
@@ -254,12 +243,13 @@ async def test_nobody_there_still_ends_in_ui_unavailable() -> None:
 async def test_the_last_local_client_leaving_wakes_waiting_agents_to_count_the_grace() -> None:
     # The waiter saw a client and would sleep a whole (long) reconcile interval; the leave
     # makes it look again, so the short grace ends the wait long before that.
-    async with running(client_wait=0.05, reconnect_grace=0.2, reconcile_interval=60.0) as (broker, _):
+    async with running(client_wait=0.05, reconnect_grace=0.2, reconcile_interval=60.0) as (broker, store):
         sid = new_session()
         client = await joined(broker, sid)
         call = agent_call(broker, sid)
         await client.next("question")
-        await asyncio.sleep(0.1)  # past the client wait: the waiter has counted the client
+        # Past the client wait, the waiter counts the client: its one presence read.
+        await eventually(lambda: store.reads["presence"] >= 1, "the waiter to count the client")
 
         await broker.leave(client)
         status, body = await asyncio.wait_for(call, DEADLINE)

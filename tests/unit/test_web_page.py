@@ -22,7 +22,7 @@ import pytest
 from broker.app import create_app
 from broker.config import Config
 from clients.web import ROOT as WEB_ROOT
-from tests.support import REPO_ROOT, need
+from tests.helpers.processes import REPO_ROOT, need
 
 NODE_TESTS = REPO_ROOT / "tests" / "web"
 MODULES = sorted(WEB_ROOT.glob("*.mjs"))

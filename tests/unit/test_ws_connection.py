@@ -22,6 +22,7 @@ from broker.core.model import StartInput, parse_tool_input
 from broker.core.status import CloseCode
 from broker.service import Broker, Encoded
 from broker.store.memory import MemoryStore
+from tests.helpers.waiting import eventually
 
 SECRET = "unit-test-secret-unit-test-secret-0123"
 
@@ -233,10 +234,7 @@ async def test_a_bad_first_frame_closes_with_the_code_for_what_is_wrong(
 
 async def test_no_hello_in_time_closes_4408() -> None:
     client, socket, _ = await connection(hello_timeout=0.01)
-    for _ in range(200):
-        if socket.closed_with is not None:
-            break
-        await asyncio.sleep(0.01)
+    await eventually(lambda: socket.closed_with is not None, "the hello timer to close", timeout=2, interval=0.01)
     assert socket.closed_with == (CloseCode.HELLO_TIMEOUT, "no hello in time")
 
 

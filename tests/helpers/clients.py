@@ -1,4 +1,6 @@
-"""A scripted person: a websocket client that a test drives frame by frame.
+"""Clients of the websocket: a scripted person, and raw sockets for handshake tests.
+
+``ScriptedClient`` is a person a test drives frame by frame:
 
     async with ScriptedClient.connect(broker.ws_url, "sess", token("sess", "client")) as person:
         question = await person.wait_for("question")
@@ -10,12 +12,16 @@ so a test never hangs and never sleeps to synchronize. Frames that arrive while 
 waiting are kept in order; ``wait_for`` consumes up to and including the first match, and
 everything received is also kept in ``received`` for assertions. Speaks the JSON
 subprotocol by default, msgpack with ``subprotocol=MSGPACK``.
+
+``person`` connects one with a client token of its session. ``raw_socket`` is a bare
+websocket (no hello sent) and ``close_code`` reads one until the broker closes it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+import socket
 import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
@@ -27,6 +33,7 @@ from websockets.asyncio.client import ClientConnection
 from websockets.typing import Subprotocol
 
 from broker.core.frames import SUBPROTOCOL_BY_CODEC
+from tests.helpers.processes import token
 
 JSON = SUBPROTOCOL_BY_CODEC["json"]
 MSGPACK = SUBPROTOCOL_BY_CODEC["msgpack"]
@@ -161,7 +168,7 @@ class ScriptedClient:
         self,
         *types: str,
         timeout: float = 10.0,
-        where: Callable[[Frame], bool] | None = None,
+        where: Callable[..., bool] | None = None,  # (...: a lambda may bind a loop variable as a default)
     ) -> Frame:
         """The next frame whose type is one of ``types`` (and that ``where`` accepts).
 
@@ -292,3 +299,72 @@ class ScriptedClient:
                 await self.answer(frame, planned.get("selected", ()), planned.get("other"))
             else:
                 await self.answer(frame, list(planned))
+
+
+# --- helpers ------------------------------------------------------------------------
+
+
+def person(ws_url: str, sid: str, tok: str | None = None, **kwargs: Any) -> _Connecting:
+    """``async with person(url, sid) as p:`` -- a ScriptedClient that has seen ``welcome``."""
+    return ScriptedClient.connect(ws_url, sid, tok if tok is not None else token(sid, "client"), **kwargs)
+
+
+async def raw_socket(
+    ws_url: str,
+    sid: str,
+    *,
+    subprotocol: str | None = JSON,
+    origin: str | None = None,
+    timeout: float = 10.0,
+) -> ClientConnection:
+    """A bare websocket, no hello sent: for handshake and close-code tests."""
+    return await asyncio.wait_for(
+        websockets.connect(
+            f"{ws_url}/v1/sessions/{sid}/ws",
+            subprotocols=[Subprotocol(subprotocol)] if subprotocol else None,
+            origin=origin,  # type: ignore[arg-type]
+            open_timeout=timeout,
+            max_size=None,
+            ping_interval=None,
+        ),
+        timeout,
+    )
+
+
+async def close_code(ws: ClientConnection, timeout: float = 10.0) -> int | None:
+    """Read until the broker closes; the close code it sent."""
+    deadline = time.monotonic() + timeout
+    try:
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise AssertionError(f"the broker did not close the connection within {timeout}s")
+            await asyncio.wait_for(ws.recv(), remaining)
+    except websockets.ConnectionClosed as exc:
+        return exc.rcvd.code if exc.rcvd else None
+    except TimeoutError:
+        raise AssertionError(f"the broker did not close the connection within {timeout}s") from None
+
+
+def hello(tok: str, kind: str = "bot") -> str:
+    return json.dumps({"type": "hello", "token": tok, "client": {"kind": kind, "name": "protocol-suite"}})
+
+
+async def barrier(*clients: ScriptedClient) -> None:
+    """Ping every client and wait for its pong: everything the broker sent each one
+    in reply to earlier frames has then arrived (frames on a socket stay in order)."""
+    await asyncio.gather(*(c.ping() for c in clients))
+
+
+def frames_since(client: ScriptedClient, mark: int, kind: str | None = None) -> list[Frame]:
+    return [f for f in client.received[mark:] if kind is None or f.get("type") == kind]
+
+
+TCP_CLOSE_WAIT = 8  # linux/tcp_states.h
+
+
+def peer_shut_down(writer: asyncio.StreamWriter) -> bool:
+    """The other end of this TCP connection shut its writing side (its FIN arrived after all
+    it sent), read off the socket's state (Linux TCP_INFO), so nothing of it is consumed."""
+    sock = writer.get_extra_info("socket")
+    return int(sock.getsockopt(socket.IPPROTO_TCP, socket.TCP_INFO, 1)[0]) == TCP_CLOSE_WAIT

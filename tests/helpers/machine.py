@@ -1,4 +1,4 @@
-"""Shared builders for the pure-core unit tests (no event loop, no network, no clock).
+"""The pure state machine for the core's unit tests (no event loop, no network, no clock).
 
 Questionnaires are built the way the broker builds them: the agent's tool input goes
 through ``parse_tool_input`` and then ``machine.start``. Times are plain floats passed in.
@@ -25,38 +25,15 @@ from broker.core.machine import (
     start,
 )
 from broker.core.model import StartInput, parse_tool_input
+from tests.helpers.samples import multi, single, start_body
 
 QID = "qn-1"
 SID = "sess-1"
 T0 = 1000.0
 
 
-def single(qid: str = "pick", options: tuple[str, ...] = ("a", "b", "c"), **extra: Any) -> dict[str, Any]:
-    return {
-        "id": qid,
-        "prompt": f"Choose one for {qid}.",
-        "type": "single",
-        "options": [{"id": oid} for oid in options],
-        **extra,
-    }
-
-
-def multi(qid: str = "checks", options: tuple[str, ...] = ("unit", "e2e", "lint"), **extra: Any) -> dict[str, Any]:
-    return {
-        "id": qid,
-        "prompt": f"Choose any for {qid}.",
-        "type": "multi",
-        "options": [{"id": oid} for oid in options],
-        **extra,
-    }
-
-
-def start_payload(*questions: dict[str, Any]) -> dict[str, Any]:
-    return {"action": "start", "questions": list(questions) or [single()]}
-
-
 def parse_start(*questions: dict[str, Any]) -> StartInput:
-    parsed = parse_tool_input(start_payload(*questions))
+    parsed = parse_tool_input(start_body(*questions))
     assert isinstance(parsed, StartInput)
     return parsed
 

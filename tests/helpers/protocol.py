@@ -1,4 +1,4 @@
-"""Helpers for the black-box docs/protocol.md suite (tests/integration/test_protocol_*.py).
+"""The black-box docs/protocol.md suite's deployments and agent (tests/integration/test_protocol_*.py).
 
 A ``Deployment`` is a set of real ``qbroker serve`` processes: one on the memory store, or
 two sharing one real redis-server. Tests talk to ``agent_url`` over HTTP and connect their
@@ -8,28 +8,23 @@ is also checked across processes. Nothing here reads broker internals: only the 
 
 from __future__ import annotations
 
-import asyncio
 import json
 import re
 import shutil
 import threading
 import time
-import uuid
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 import pytest
-import websockets
-from websockets.asyncio.client import ClientConnection
 from websockets.typing import Subprotocol
 
-from tests.scripted_client import JSON, ScriptedClient
-from tests.support import BrokerProcess, broker, redis_server, token
-
-Frame = dict[str, Any]
+from tests.helpers.clients import JSON, hello
+from tests.helpers.processes import BrokerProcess, broker, redis_server, token
+from tests.helpers.samples import new_sid, resume_body, single, start_body
 
 MARKER_STATUS = {
     "QUESTIONNAIRE_COMPLETED": "completed",
@@ -45,10 +40,6 @@ DEPLOYMENT_KINDS = [
     pytest.param("memory", id="memory"),
     pytest.param("redis", id="redis", marks=pytest.mark.redis),
 ]
-
-
-def new_sid(prefix: str = "t") -> str:
-    return f"{prefix}-{uuid.uuid4().hex[:16]}"
 
 
 # --- deployments ----------------------------------------------------------------------
@@ -103,36 +94,6 @@ def start_deployment(kind: str, redis_url: str | None, **settings: object) -> It
 
 
 # --- the agent side -------------------------------------------------------------------
-
-
-def single(qid: str = "target", options: Sequence[str] = ("staging", "production"), **extra: Any) -> dict[str, Any]:
-    return {
-        "id": qid,
-        "label": qid.title(),
-        "prompt": f"Pick one for {qid}?",
-        "type": "single",
-        "options": [{"id": o, "label": o.title()} for o in options],
-        **extra,
-    }
-
-
-def multi(qid: str = "checks", options: Sequence[str] = ("unit", "e2e", "lint"), **extra: Any) -> dict[str, Any]:
-    return {
-        "id": qid,
-        "label": qid.title(),
-        "prompt": f"Pick some for {qid}?",
-        "type": "multi",
-        "options": [{"id": o, "label": o.title()} for o in options],
-        **extra,
-    }
-
-
-def start_body(*questions: dict[str, Any]) -> dict[str, Any]:
-    return {"action": "start", "questions": list(questions) or [single()]}
-
-
-def resume_body(qid: str, revision: int, response: str) -> dict[str, Any]:
-    return {"action": "resume", "questionnaireId": qid, "revision": revision, "clarificationResponse": response}
 
 
 class Agent:
@@ -294,65 +255,6 @@ def error(response: httpx.Response, status: int, code: str) -> str:
     message = body["error"]["message"]
     assert isinstance(message, str) and message.startswith("questionnaire:"), message
     return message
-
-
-# --- the client side ------------------------------------------------------------------
-
-
-def person(ws_url: str, sid: str, tok: str | None = None, **kwargs: Any):  # type: ignore[no-untyped-def]
-    """``async with person(url, sid) as p:`` -- a ScriptedClient that has seen ``welcome``."""
-    return ScriptedClient.connect(ws_url, sid, tok if tok is not None else token(sid, "client"), **kwargs)
-
-
-async def raw_socket(
-    ws_url: str,
-    sid: str,
-    *,
-    subprotocol: str | None = JSON,
-    origin: str | None = None,
-    timeout: float = 10.0,
-) -> ClientConnection:
-    """A bare websocket, no hello sent: for handshake and close-code tests."""
-    return await asyncio.wait_for(
-        websockets.connect(
-            f"{ws_url}/v1/sessions/{sid}/ws",
-            subprotocols=[Subprotocol(subprotocol)] if subprotocol else None,
-            origin=origin,  # type: ignore[arg-type]
-            open_timeout=timeout,
-            max_size=None,
-            ping_interval=None,
-        ),
-        timeout,
-    )
-
-
-async def close_code(ws: ClientConnection, timeout: float = 10.0) -> int | None:
-    """Read until the broker closes; the close code it sent."""
-    deadline = time.monotonic() + timeout
-    try:
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise AssertionError(f"the broker did not close the connection within {timeout}s")
-            await asyncio.wait_for(ws.recv(), remaining)
-    except websockets.ConnectionClosed as exc:
-        return exc.rcvd.code if exc.rcvd else None
-    except TimeoutError:
-        raise AssertionError(f"the broker did not close the connection within {timeout}s") from None
-
-
-def hello(tok: str, kind: str = "bot") -> str:
-    return json.dumps({"type": "hello", "token": tok, "client": {"kind": kind, "name": "protocol-suite"}})
-
-
-async def barrier(*clients: ScriptedClient) -> None:
-    """Ping every client and wait for its pong: everything the broker sent each one
-    in reply to earlier frames has then arrived (frames on a socket stay in order)."""
-    await asyncio.gather(*(c.ping() for c in clients))
-
-
-def frames_since(client: ScriptedClient, mark: int, kind: str | None = None) -> list[Frame]:
-    return [f for f in client.received[mark:] if kind is None or f.get("type") == kind]
 
 
 # --- default timers, measured in the background ----------------------------------------

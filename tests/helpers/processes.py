@@ -1,4 +1,5 @@
-"""Real processes for integration and end-to-end tests: brokers, redis-server, tokens.
+"""Real processes for integration and end-to-end tests: brokers, redis-server, their
+environment, ports and tokens; and ``need``, the skip convention for a missing program.
 
 Everything here talks to 127.0.0.1 only and every wait has a deadline.
 """
@@ -20,11 +21,14 @@ from pathlib import Path
 
 import httpx
 import pytest
+import redis as redis_py
+from prometheus_client.parser import text_string_to_metric_families
 
 from broker.auth import Role, mint_token
+from tests.helpers.waiting import wait_until
 
 TEST_SECRET = "qbroker-test-secret-0123456789abcdef"
-REPO_ROOT = Path(__file__).resolve().parent.parent
+REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
 def require_all() -> bool:
@@ -41,24 +45,21 @@ def need(condition: bool, reason: str) -> None:
 
 
 def free_port() -> int:
+    """A port nothing listens on (bound and released: free until someone takes it)."""
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
 
+def port_open(port: int) -> bool:
+    """Something accepts connections on 127.0.0.1:``port``."""
+    with socket.socket() as sock:
+        sock.settimeout(0.2)
+        return sock.connect_ex(("127.0.0.1", port)) == 0
+
+
 def token(sid: str, role: Role, ttl: float | None = None) -> str:
     return mint_token(TEST_SECRET, sid, role, ttl)
-
-
-def wait_until(predicate, timeout: float = 10.0, interval: float = 0.02, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout
-    while True:
-        value = predicate()
-        if value:
-            return value
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(interval)
 
 
 @dataclass
@@ -74,6 +75,12 @@ class RedisServer:
     @property
     def unix_url(self) -> str:
         return f"unix://{self.unix_socket}?db=0"
+
+    def calls(self, command: str) -> int:
+        """How many ``command`` commands (e.g. ``"hget"``) this server has run so far."""
+        with redis_py.Redis(host="127.0.0.1", port=self.port, socket_timeout=5) as client:
+            stats = client.info("commandstats")
+        return int(stats.get(f"cmdstat_{command.lower()}", {}).get("calls", 0))
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -108,16 +115,10 @@ def redis_server(*extra: str) -> Iterator[RedisServer]:
         )
         server = RedisServer(port, process, f"{tmp}/redis.sock")
         try:
-            wait_until(lambda: _port_open(port), what="redis-server to listen")
+            wait_until(lambda: port_open(port), what="redis-server to listen")
             yield server
         finally:
             server.stop()
-
-
-def _port_open(port: int) -> bool:
-    with socket.socket() as sock:
-        sock.settimeout(0.2)
-        return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
 @dataclass
@@ -160,24 +161,33 @@ class BrokerProcess:
             cwd=str(REPO_ROOT),
         )
         log.close()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"broker exited with {self.process.returncode}:\n{self.log()}")
+        process = self.process
+
+        def ready() -> bool:
+            if process.poll() is not None:
+                raise RuntimeError(f"broker exited with {process.returncode}:\n{self.log()}")
             try:
-                if httpx.get(f"{self.url}/readyz", timeout=0.5).status_code == 200:
-                    return self
+                return httpx.get(f"{self.url}/readyz", timeout=0.5).status_code == 200
             except httpx.HTTPError:
-                pass
-            time.sleep(0.05)
-        self.stop()
-        raise RuntimeError(f"broker did not become ready:\n{self.log()}")
+                return False
+
+        try:
+            wait_until(ready, timeout=timeout, interval=0.05, what="the broker to be ready")
+        except AssertionError:
+            self.stop()
+            raise RuntimeError(f"broker did not become ready:\n{self.log()}") from None
+        return self
 
     def log(self) -> str:
         try:
             return Path(self.log_path).read_text(errors="replace")
         except OSError:
             return ""
+
+    def metric(self, name: str, **labels: str) -> float:
+        """One sample of this broker's /metrics: ``name`` (as exposed, e.g. with ``_total``)
+        with exactly ``labels``; 0 when the broker has not exposed it yet."""
+        return metric(httpx.get(f"{self.url}/metrics", timeout=5).text, name, **labels)
 
     def kill(self) -> None:
         """SIGKILL: the process dies without any cleanup."""
@@ -196,6 +206,15 @@ class BrokerProcess:
                 self.process.kill()
                 self.process.wait(5)
         return self.process.returncode
+
+
+def metric(exposition: str, name: str, **labels: str) -> float:
+    """The sample ``name`` with exactly ``labels`` in a Prometheus text ``exposition`` (0 if absent)."""
+    for family in text_string_to_metric_families(exposition):
+        for sample in family.samples:
+            if sample.name == name and sample.labels == labels:
+                return float(sample.value)
+    return 0.0
 
 
 def broker_env(data_dir: str, redis_url: str | None = None, **settings: object) -> dict[str, str]:
