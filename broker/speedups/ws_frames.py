@@ -31,7 +31,8 @@ except ImportError:  # pragma: no cover - websockets built without its C extensi
 _TEXT: Final = 0x81  # FIN, no reserved bits, opcode 1
 _BINARY: Final = 0x82  # FIN, no reserved bits, opcode 2
 _MASKED: Final = 0x80
-# What is read of websockets' state (websockets 14 and later name it so).
+# What is read of websockets' state (websockets 16 and later name it so: before 16 there is no
+# current_size, max_message_size or max_fragment_size, and readable() turns the fast path off).
 _STATE: Final = (
     "current_size",
     "max_message_size",
