@@ -117,6 +117,7 @@ def run(args: argparse.Namespace) -> int:
 def _build_app(model: TuiModel, conn: Connection) -> Application[int]:
     from prompt_toolkit.application import Application
     from prompt_toolkit.application.current import get_app
+    from prompt_toolkit.formatted_text import StyleAndTextTuples
     from prompt_toolkit.key_binding import KeyBindings, KeyPressEvent
     from prompt_toolkit.keys import Keys
     from prompt_toolkit.layout import Layout, Window
@@ -124,9 +125,9 @@ def _build_app(model: TuiModel, conn: Connection) -> Application[int]:
     from prompt_toolkit.output import ColorDepth
     from prompt_toolkit.styles import Style
 
-    def fragments() -> list[tuple[str, str]]:
+    def fragments() -> StyleAndTextTuples:
         size = get_app().output.get_size()
-        out: list[tuple[str, str]] = []
+        out: StyleAndTextTuples = []
         try:
             lines = model.render(size.columns, size.rows, time.monotonic())
         except Exception as exc:  # a drawing bug must not end the session
