@@ -103,7 +103,7 @@ class AgentAPI:
         self, scope: Scope, receive: Receive, method: str, sid: str, qid: str | None
     ) -> tuple[int, dict[str, Any]]:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
-        broker = self._authorize(_header(headers, b"authorization"), sid)
+        broker, claims = self._authorize(_header(headers, b"authorization"), sid)
         query = _query(scope["query_string"])
         if qid is None:  # POST .../questionnaire: start or resume
             wait = _wait(query)
@@ -112,7 +112,8 @@ class AgentAPI:
                 key = _header(headers, b"idempotency-key")
                 if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
                     raise invalid(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
-                return await broker.start_questionnaire(sid, tool_input.questions, key, wait)
+                asked_by = getattr(claims, "sub", None)  # (who holds the token, when it says)
+                return await broker.start_questionnaire(sid, tool_input.questions, key, wait, asked_by=asked_by)
             assert isinstance(tool_input, ResumeInput)
             return await broker.resume(sid, tool_input, wait)
         if method == "DELETE":
@@ -120,8 +121,8 @@ class AgentAPI:
             return await broker.abort(sid, qid)
         return await broker.wait_for_outcome(sid, qid, _wait(query))
 
-    def _authorize(self, header: str | None, session_id: str) -> Broker:
-        """Check the bearer token against the path's session."""
+    def _authorize(self, header: str | None, session_id: str) -> tuple[Broker, Claims]:
+        """Check the bearer token against the path's session; its claims."""
         broker = self.broker
         scheme, _, token = (header or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
@@ -136,7 +137,7 @@ class AgentAPI:
             raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {session_id}")
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
-        return broker
+        return broker, claims
 
 
 async def unknown_endpoint(scope: Scope, send: Send) -> None:

@@ -115,6 +115,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
     draft: Selection | None = None  # the current question's toggles in progress
     clarifications: tuple[Clarification, ...] = ()
     cancellation_reason: CancellationReason | None = None
+    asked_by: str | None = None  # the ``sub`` of the agent token that started it (None: not said)
 
     @property
     def current_index(self) -> int:
@@ -156,6 +157,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
             "draft": self.draft.to_wire() if self.draft is not None else None,
             "clarifications": [c.to_wire() for c in self.clarifications],
             "cancellationReason": self.cancellation_reason,
+            "askedBy": self.asked_by,
         }
 
     @classmethod
@@ -179,6 +181,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
             draft=Selection.from_wire(draft) if draft is not None else None,
             clarifications=tuple([Clarification.from_wire(c) for c in record["clarifications"]]),
             cancellation_reason=record.get("cancellationReason"),
+            asked_by=record.get("askedBy"),  # (absent from records of brokers before it)
         )
 
 
@@ -236,7 +239,15 @@ Command = ClientCommand | Resume | Abort | MarkUnavailable
 # --- transitions --------------------------------------------------------------------
 
 
-def start(questionnaire_id: str, session_id: str, questions: Sequence[Question], now: float) -> Questionnaire:
+def start(
+    questionnaire_id: str,
+    session_id: str,
+    questions: Sequence[Question],
+    now: float,
+    *,
+    asked_by: str | None = None,
+) -> Questionnaire:
+    """A new questionnaire; ``asked_by``: who asked (the agent token's ``sub``)."""
     if not questions:
         raise BrokerError("invalid_arguments", "questionnaire: at least one question is required")
     return Questionnaire(
@@ -245,6 +256,7 @@ def start(questionnaire_id: str, session_id: str, questions: Sequence[Question],
         questions=tuple(questions),
         created_at=now,
         updated_at=now,
+        asked_by=asked_by,
     )
 
 

@@ -86,10 +86,18 @@ class Broker:
     # --- agent side ------------------------------------------------------------------
 
     async def start_questionnaire(
-        self, session_id: str, questions: tuple[Question, ...], idempotency_key: str | None, wait: float
+        self,
+        session_id: str,
+        questions: tuple[Question, ...],
+        idempotency_key: str | None,
+        wait: float,
+        *,
+        asked_by: str | None = None,
     ) -> tuple[int, dict[str, Any]]:
+        """``asked_by``: the ``sub`` of the agent's token (kept with the questionnaire)."""
+
         async def write() -> Questionnaire:
-            fresh = machine.start(str(uuid.uuid4()), session_id, questions, self.clock())
+            fresh = machine.start(str(uuid.uuid4()), session_id, questions, self.clock(), asked_by=asked_by)
             stored = await self.store.create(fresh, idempotency_key)
             if stored.id == fresh.id:
                 self.metrics.started.inc()

@@ -32,9 +32,14 @@ KNOWN_QUESTIONNAIRES: Final = 1024  # questionnaires whose questions a process k
 to_msgpack: Final = msgspec.msgpack.Encoder().encode
 from_msgpack: Final = msgspec.msgpack.Decoder().decode
 
-# A record without its questions is a map of 12 entries (fixmap 0x8c); with them, of 13.
-_REST_HEAD: Final = 0x8C
-_WHOLE_HEAD: Final = b"\x8d"
+# A record is a map of one entry per field (a fixmap while there are at most 15: 0x80 + n);
+# without its questions, of one entry less. A record of a broker before a field was added
+# has fewer: it does not start with ``_ID_HEAD`` and is decoded whole (``from_record``
+# fills in what it lacks).
+_FIELDS: Final = len(Questionnaire("", "", (), 0.0, 0.0).to_record())
+assert _FIELDS <= 15, "records are no longer fixmaps: the packing below needs a map 16 head"
+_REST_HEAD: Final = 0x80 + _FIELDS - 1
+_WHOLE_HEAD: Final = bytes((0x80 + _FIELDS,))
 _QUESTIONS_KEY: Final[bytes] = to_msgpack("questions")
 
 

@@ -238,6 +238,19 @@ async def test_an_ended_questionnaire_loads_back_intact_and_is_what_its_idempote
     assert await store.load(sid, ended.id) == ended
 
 
+async def test_who_asked_is_kept_from_the_start_to_the_end(store: Store) -> None:
+    sid = new_session()
+    fresh = machine.start(f"q-{uuid.uuid4().hex[:12]}", sid, QUESTIONS, NOW, asked_by="build-agent")
+    state = await store.create(fresh)
+    loaded = await store.load(sid, state.id)
+    assert loaded is not None and loaded.asked_by == "build-agent"
+    ended = completed(loaded)
+    assert await store.commit(ended, loaded.version)
+    loaded = await store.load(sid, state.id)  # (the memory store keeps an ended one packed)
+    assert loaded is not None and loaded.asked_by == "build-agent"
+    assert (await store.head(sid)).state is None
+
+
 async def test_loading_an_unknown_questionnaire_returns_none(store: Store) -> None:
     sid = new_session()
     await store.create(new_questionnaire(sid))

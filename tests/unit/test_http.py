@@ -202,3 +202,27 @@ def test_the_usual_query_is_one_pair() -> None:
     assert http._query(b"wait=30") == [("wait", "30")]
     assert http._query(b"") == []
     assert re.fullmatch(http._NUMBER, "30")
+
+
+async def test_a_start_keeps_the_sub_of_the_agent_token_as_who_asked(
+    app: BrokerApp, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from broker.auth import verify_token as verify
+
+    def with_sub(secret: str, token: str, *, role: Any) -> Any:
+        claims = verify(secret, token, role=role)
+
+        class WithSub:  # (Claims gains ``sub`` with the tokens' own change)
+            sub = "build-agent"
+
+            def allows(self, session_id: str) -> bool:
+                return claims.allows(session_id)
+
+        return WithSub()
+
+    monkeypatch.setattr(http, "verify_token", with_sub)
+    start, body = await _call(app, _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0"), [_body(START)])
+    assert start["status"] == 202, body
+    questionnaire_id = json.loads(body["body"])["questionnaireId"]
+    stored = await app.broker.store.load(SID, questionnaire_id)
+    assert stored is not None and stored.asked_by == "build-agent"

@@ -123,7 +123,35 @@ def test_start_builds_a_fresh_questionnaire_at_revision_step_and_version_zero() 
         draft=None,
         clarifications=(),
         cancellation_reason=None,
+        asked_by=None,
     )
+
+
+def test_start_keeps_who_asked() -> None:
+    state = start(QID, SID, parse_start(*standard_questions()).questions, T0, asked_by="build-agent")
+    assert state.asked_by == "build-agent"
+    assert state.to_record()["askedBy"] == "build-agent"
+    assert Questionnaire.from_record(state.to_record()) == state
+
+
+def test_who_asked_stays_through_every_transition() -> None:
+    state = start(QID, SID, parse_start(*standard_questions()).questions, T0, asked_by="build-agent")
+    for command in (
+        Draft(QID, 0, ("a",)),
+        AnswerQuestion(QID, 0, "pick", ("a",)),
+        Clarify(QID, 1, "Which checks?"),
+        Resume(1, "Unit and lint."),
+        Cancel(QID, 3),
+    ):
+        state = apply(state, command, T0 + 1)
+        assert state.asked_by == "build-agent"
+
+
+def test_a_record_without_who_asked_loads_as_not_said() -> None:
+    """Records written by brokers before ``askedBy`` existed lack the key."""
+    record = in_progress().to_record()
+    del record["askedBy"]
+    assert Questionnaire.from_record(record).asked_by is None
 
 
 def test_start_without_questions_is_refused() -> None:
@@ -692,6 +720,7 @@ def test_a_record_is_plain_data() -> None:
         "draft": {"selectedOptionIds": ["lint"]},
         "clarifications": [{"revision": 1, "questionId": "checks", "request": "Which is faster?"}],
         "cancellationReason": None,
+        "askedBy": None,
     }
 
 
@@ -705,7 +734,8 @@ def test_an_answer_keeps_every_field_it_does_not_change() -> None:
     """An answer changes what it must and nothing else: every other field, set off its
     default in the sample, comes through as it was."""
     state = resume(clarify(draft(new_questionnaire(), "a")))  # a revision, a clarification, a draft
-    state = msgspec.structs.replace(state, cancellation_reason="aborted")  # every kept field off its default
+    # every kept field off its default
+    state = msgspec.structs.replace(state, cancellation_reason="aborted", asked_by="build-agent")
     changed = {"answers", "draft", "status", "step", "version", "updated_at"}
     for f in msgspec.structs.fields(Questionnaire):
         if f.name not in changed and f.default is not msgspec.NODEFAULT:
