@@ -17,7 +17,7 @@ from urllib.parse import parse_qsl
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from broker.auth import Claims, valid_session_id, verify_token
+from broker.auth import Claims, valid_session_id
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import ResumeInput, StartInput, parse_tool_input
 from broker.core.wire import SESSION_ID_RULE
@@ -103,7 +103,7 @@ class AgentAPI:
         self, scope: Scope, receive: Receive, method: str, sid: str, qid: str | None
     ) -> tuple[int, dict[str, Any]]:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
-        broker, claims = self._authorize(_header(headers, b"authorization"), sid)
+        broker, claims = await self._authorize(_header(headers, b"authorization"), sid)
         query = _query(scope["query_string"])
         if qid is None:  # POST .../questionnaire: start or resume
             wait = _wait(query)
@@ -112,7 +112,7 @@ class AgentAPI:
                 key = _header(headers, b"idempotency-key")
                 if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
                     raise invalid(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
-                asked_by = getattr(claims, "sub", None)  # (who holds the token, when it says)
+                asked_by = claims.sub  # (who holds the token, when it says)
                 return await broker.start_questionnaire(sid, tool_input.questions, key, wait, asked_by=asked_by)
             assert isinstance(tool_input, ResumeInput)
             return await broker.resume(sid, tool_input, wait)
@@ -121,14 +121,14 @@ class AgentAPI:
             return await broker.abort(sid, qid)
         return await broker.wait_for_outcome(sid, qid, _wait(query))
 
-    def _authorize(self, header: str | None, session_id: str) -> tuple[Broker, Claims]:
+    async def _authorize(self, header: str | None, session_id: str) -> tuple[Broker, Claims]:
         """Check the bearer token against the path's session; its claims."""
         broker = self.broker
         scheme, _, token = (header or "").partition(" ")
         if scheme.lower() != "bearer" or not token.strip():
             raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
         try:
-            claims: Claims = verify_token(broker.config.secret or "", token.strip(), role="agent")
+            claims: Claims = await broker.tokens.verify(token.strip(), role="agent")
         except BrokerError as exc:
             raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
         if not valid_session_id(session_id):

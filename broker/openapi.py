@@ -215,8 +215,8 @@ def _json(schema: Schema, description: str) -> Schema:
 
 _ERRORS: Final[dict[str, str]] = {
     "400": "invalid_arguments: the tool input breaks a rule, a bad wait, session id, Idempotency-Key or body.",
-    "401": "unauthorized: no token, a bad signature, an expired token, or a client token.",
-    "403": "forbidden: an agent token for another session.",
+    "401": "unauthorized: no token, a bad signature, an expired or bad token, a client or admin token.",
+    "403": "forbidden: an agent token whose scope does not cover the session.",
     "404": "unknown_questionnaire: no such questionnaire in this session (or it expired).",
     "409": "stale_revision / not_awaiting_clarification (resume), conflict (a storm of concurrent writes).",
     "413": "payload_too_large: a body over 16 MiB.",
@@ -341,7 +341,8 @@ def build_openapi() -> dict[str, Any]:
                     "type": "http",
                     "scheme": "bearer",
                     "bearerFormat": "JWT",
-                    "description": "An agent token (role agent) for the session, or for every session (sid '*').",
+                    "description": "An agent token (role agent) whose sid covers the session: the session id, a"
+                    " prefix pattern ('alice:*') or every session ('*').",
                 }
             },
             "schemas": {

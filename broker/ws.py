@@ -22,13 +22,13 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from websockets.datastructures import Headers
 
-from broker.auth import valid_session_id, verify_token
+from broker.auth import valid_session_id
 from broker.core import frames
 from broker.core.errors import BrokerError
 from broker.core.frames import Codec
@@ -133,6 +133,7 @@ class ClientConnection:
         "over_limit",
         "joined",
         "gone",
+        "unwatch",
     )
 
     def __init__(self, socket: ClientSocket, broker: Broker, session_id: str, codec: Codec) -> None:
@@ -156,6 +157,7 @@ class ClientConnection:
         self.over_limit = False  # a frame came over the rate limit: the rest are dropped
         self.joined = False  # broker.join was called: broker.leave must follow
         self.gone = False  # the socket is closed
+        self.unwatch: Callable[[], None] | None = None  # stops the watch on the token's revocation
 
     # --- frames in -----------------------------------------------------------------------
 
@@ -222,7 +224,7 @@ class ClientConnection:
             self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
             return
         try:
-            claims = verify_token(broker.config.secret or "", frame.token, role="client")
+            claims = await broker.tokens.verify(frame.token, role="client")
         except BrokerError as exc:
             self.close(CloseCode.BAD_TOKEN, exc.message)
             return
@@ -234,9 +236,15 @@ class ClientConnection:
             return
         self.joined = True
         await broker.join(self)
-        if claims.exp is not None and not self.gone:
+        if self.gone:
+            return
+        if claims.exp is not None:
             delay = max(0.0, claims.exp - time.time())
             self.timer = self.socket.loop.call_later(delay, self.close, CloseCode.BAD_TOKEN, CloseReason.TOKEN_EXPIRED)
+        self.unwatch = broker.tokens.watch(claims, self._revoked)
+
+    def _revoked(self) -> None:
+        self.close(CloseCode.BAD_TOKEN, CloseReason.TOKEN_REVOKED)
 
     async def _frame(self, payload: str | bytes) -> None:
         broker = self.broker
@@ -299,6 +307,9 @@ class ClientConnection:
             return
         self.gone = True
         self._cancel_timer()
+        if self.unwatch is not None:
+            self.unwatch()
+            self.unwatch = None
         self.inbox.clear()
         self.backlog.clear()
         if self.joined and not self.working:

@@ -30,11 +30,12 @@ class CloseCode(IntEnum):
 class CloseReason(StrEnum):
     """The fixed reasons the broker gives with its close codes. Where one code has several
     causes the reason tells them apart: 1008 is a rate limit (slow down) or a client too
-    slow to read its frames; 4401 an expired token (get a new one) or a bad one."""
+    slow to read its frames; 4401 an expired token (get a new one), a revoked one, or a bad one."""
 
     HELLO_TIMEOUT = "no hello in time"
     NOT_A_HELLO = "the first frame must be a hello"
     TOKEN_EXPIRED = "token expired"
+    TOKEN_REVOKED = "token revoked"
     WRONG_SESSION = "token is for another session"
     TOO_MANY_CONNECTIONS = "too many connections for this session"
     STORE_UNAVAILABLE = "state store unavailable"

@@ -31,6 +31,7 @@ from broker.service.loops import Background, presence_ttl
 from broker.service.waits import AgentWaits
 from broker.service.writes import Writer
 from broker.store.base import Store, StoreUnavailable
+from broker.tokens import Tokens
 
 log = logging.getLogger("qbroker.service")
 
@@ -44,6 +45,7 @@ class Broker:
         self.clock = clock
         self.shutting_down = asyncio.Event()
         self.metrics = Metrics()
+        self.tokens = Tokens(config, clock)
         self.fanout = Fanout(store, self.metrics, clock)
         self.hubs: dict[str, SessionHub] = self.fanout.hubs  # the fan-out's dict itself, not a copy
         self.writer = Writer(store, self.metrics, clock, self.hubs)

@@ -58,8 +58,8 @@ def port_open(port: int) -> bool:
         return sock.connect_ex(("127.0.0.1", port)) == 0
 
 
-def token(sid: str, role: Role, ttl: float | None = None) -> str:
-    return mint_token(TEST_SECRET, sid, role, ttl)
+def token(sid: str, role: Role, ttl: float | None = None, *, sub: str | None = None) -> str:
+    return mint_token(TEST_SECRET, sid, role, ttl, sub=sub)
 
 
 @dataclass
