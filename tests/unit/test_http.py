@@ -204,24 +204,10 @@ def test_the_usual_query_is_one_pair() -> None:
     assert re.fullmatch(http._NUMBER, "30")
 
 
-async def test_a_start_keeps_the_sub_of_the_agent_token_as_who_asked(
-    app: BrokerApp, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    from broker.auth import verify_token as verify
-
-    def with_sub(secret: str, token: str, *, role: Any) -> Any:
-        claims = verify(secret, token, role=role)
-
-        class WithSub:  # (Claims gains ``sub`` with the tokens' own change)
-            sub = "build-agent"
-
-            def allows(self, session_id: str) -> bool:
-                return claims.allows(session_id)
-
-        return WithSub()
-
-    monkeypatch.setattr(http, "verify_token", with_sub)
-    start, body = await _call(app, _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0"), [_body(START)])
+async def test_a_start_keeps_the_sub_of_the_agent_token_as_who_asked(app: BrokerApp) -> None:
+    scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0")
+    scope["headers"][0] = (b"authorization", f"Bearer {mint_token(SECRET, SID, 'agent', sub='build-agent')}".encode())
+    start, body = await _call(app, scope, [_body(START)])
     assert start["status"] == 202, body
     questionnaire_id = json.loads(body["body"])["questionnaireId"]
     stored = await app.broker.store.load(SID, questionnaire_id)
