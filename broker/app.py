@@ -19,6 +19,7 @@ from starlette.types import Receive, Scope, Send
 from broker import http
 from broker.config import Config
 from broker.metrics import CONTENT_TYPE
+from broker.notify.config import load_routes
 from broker.openapi import build_openapi
 from broker.service import Broker
 from broker.store import open_store
@@ -108,6 +109,8 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
 
     ``web_dir``: the browser page's files, served at ``/`` (None: no page). The broker does
     not know its clients; the ``qbroker`` command hands it the page (``qbroker.cli``)."""
+    # A routes file that cannot be used stops here, in one line, before anything listens.
+    notify_routes = load_routes(config.notify_config) if config.notify_config is not None else ()
     broker = Broker(
         config,
         store
@@ -119,6 +122,7 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
             wait_aof=config.redis_wait_aof,
             wait_timeout=config.redis_wait_timeout,
         ),
+        routes=notify_routes,
     )
 
     routes: list[BaseRoute] = [

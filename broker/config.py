@@ -40,9 +40,13 @@ _POSITIVE = {
     "heartbeat_interval": "QBROKER_HEARTBEAT_INTERVAL",
     "reconcile_interval": "QBROKER_RECONCILE_INTERVAL",
     "redis_wait_timeout": "QBROKER_REDIS_WAIT_TIMEOUT",
+    "notify_retry_delay": "QBROKER_NOTIFY_RETRY_DELAY",
+    "notify_timeout": "QBROKER_NOTIFY_TIMEOUT",
 }
 _NOT_NEGATIVE = {
     "client_wait": "QBROKER_CLIENT_WAIT",
+    "notify_client_wait": "QBROKER_NOTIFY_CLIENT_WAIT",
+    "max_client_wait": "QBROKER_MAX_CLIENT_WAIT",
     "reconnect_grace": "QBROKER_RECONNECT_GRACE",
     "shutdown_grace": "QBROKER_SHUTDOWN_GRACE",
     "redis_wait_replicas": "QBROKER_REDIS_WAIT_REPLICAS",
@@ -50,6 +54,7 @@ _NOT_NEGATIVE = {
 _AT_LEAST_ONE = {
     "rate_burst": "QBROKER_RATE_BURST",
     "max_connections_per_session": "QBROKER_MAX_CONNECTIONS_PER_SESSION",
+    "notify_queue_size": "QBROKER_NOTIFY_QUEUE_SIZE",
 }
 
 
@@ -68,6 +73,11 @@ def _log_format(env: dict[str, str]) -> str:
     if raw not in _LOG_FORMATS:
         raise SystemExit(f"qbroker: QBROKER_LOG_FORMAT must be auto, json or text, got {raw!r}")
     return raw
+
+
+def _is_http_url(url: str) -> bool:
+    parts = urlsplit(url)
+    return parts.scheme in ("http", "https") and bool(parts.netloc)
 
 
 def _flag(env: dict[str, str], name: str) -> bool:
@@ -109,6 +119,17 @@ class Config:
     log_level: str = "info"
     # auto: readable text when stderr is a terminal, JSON lines otherwise (broker/logs.py)
     log_format: str = "auto"
+    # Notifications (docs/notifications.md): the routes' file, the wait for a first client
+    # in a session a route covers, the bound on an agent's own ?clientWait, the base of the
+    # links, and the delivery queue (its size, the first retry's delay, doubled per attempt,
+    # and one attempt's timeout).
+    notify_config: Path | None = None
+    notify_client_wait: float = 15 * 60.0
+    max_client_wait: float = 3600.0
+    public_url: str | None = None
+    notify_queue_size: int = 1000
+    notify_retry_delay: float = 8.0
+    notify_timeout: float = 10.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -142,6 +163,13 @@ class Config:
             shutdown_grace=_float(e, "QBROKER_SHUTDOWN_GRACE", cls.shutdown_grace),
             log_level=e.get("QBROKER_LOG_LEVEL", cls.log_level).strip().lower(),
             log_format=_log_format(e),
+            notify_config=Path(e["QBROKER_NOTIFY_CONFIG"]) if e.get("QBROKER_NOTIFY_CONFIG") else None,
+            notify_client_wait=_float(e, "QBROKER_NOTIFY_CLIENT_WAIT", cls.notify_client_wait),
+            max_client_wait=_float(e, "QBROKER_MAX_CLIENT_WAIT", cls.max_client_wait),
+            public_url=(e.get("QBROKER_PUBLIC_URL") or "").strip().rstrip("/") or None,
+            notify_queue_size=int(_float(e, "QBROKER_NOTIFY_QUEUE_SIZE", cls.notify_queue_size)),
+            notify_retry_delay=_float(e, "QBROKER_NOTIFY_RETRY_DELAY", cls.notify_retry_delay),
+            notify_timeout=_float(e, "QBROKER_NOTIFY_TIMEOUT", cls.notify_timeout),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
@@ -166,6 +194,8 @@ class Config:
             raise SystemExit(
                 f"qbroker: QBROKER_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
             )
+        if self.public_url is not None and not _is_http_url(self.public_url):
+            raise SystemExit(f"qbroker: QBROKER_PUBLIC_URL must be an http:// or https:// URL, got {self.public_url!r}")
         least: tuple[tuple[dict[str, str], float, bool, str], ...] = (
             (_POSITIVE, 0, False, "above 0"),  # (names, bound, the bound itself allowed, words)
             (_NOT_NEGATIVE, 0, True, "0 or more"),
@@ -177,6 +207,12 @@ class Config:
                 if value < bound or (value == bound and not inclusive):
                     raise SystemExit(f"qbroker: {variable} must be {words}, got {value:g}")
         return self
+
+    def link_base(self) -> str:
+        """Where people open the web page: QBROKER_PUBLIC_URL, else this broker's own address."""
+        if self.public_url is not None:
+            return self.public_url
+        return f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '::') else self.host}:{self.port}"
 
     @property
     def secret_file(self) -> Path:

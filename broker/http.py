@@ -106,15 +106,20 @@ class AgentAPI:
         broker, claims = await self._authorize(_header(headers, b"authorization"), sid)
         query = _query(scope["query_string"])
         if qid is None:  # POST .../questionnaire: start or resume
-            wait = _wait(query)
+            wait = _wait(query, _START_QUERY)
+            client_wait = _client_wait(query, broker.config.max_client_wait)
             tool_input = _tool_input(await _body(receive, _header(headers, b"content-length")))
             if isinstance(tool_input, StartInput):
                 key = _header(headers, b"idempotency-key")
                 if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
                     raise invalid(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
                 asked_by = claims.sub  # (who holds the token, when it says)
-                return await broker.start_questionnaire(sid, tool_input.questions, key, wait, asked_by=asked_by)
+                return await broker.start_questionnaire(
+                    sid, tool_input.questions, key, wait, client_wait, asked_by=asked_by
+                )
             assert isinstance(tool_input, ResumeInput)
+            if client_wait is not None:
+                raise invalid("clientWait applies to a start (a new questionnaire), not to a resume")
             return await broker.resume(sid, tool_input, wait)
         if method == "DELETE":
             _only(query, _NO_QUERY)
@@ -178,6 +183,7 @@ def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
 
 _NUMBER: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?", re.ASCII)
 _WAIT_ONLY: Final = frozenset({"wait"})
+_START_QUERY: Final = frozenset({"wait", "clientWait"})
 _NO_QUERY: Final = frozenset[str]()
 
 
@@ -205,19 +211,40 @@ def _only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
         raise invalid(f"query parameter {repeated[0]!r} is given more than once")
 
 
-def _wait(query: list[tuple[str, str]]) -> float:
+def _wait(query: list[tuple[str, str]], allowed: frozenset[str] = _WAIT_ONLY) -> float:
+    """``wait`` (the long poll's seconds), after refusing any parameter not in ``allowed``."""
     if not query:
         return DEFAULT_WAIT
-    _only(query, _WAIT_ONLY)
-    raw = query[0][1]  # the one parameter, and it is "wait"
+    _only(query, allowed)
+    raw = _value(query, "wait")
+    if raw is None:
+        return DEFAULT_WAIT
+    return _seconds(raw, "wait", MAX_WAIT)
+
+
+def _client_wait(query: list[tuple[str, str]], bound: float) -> float | None:
+    """``clientWait``: how long a new questionnaire waits for a first client (None: not
+    given), from 0 to ``bound`` (QBROKER_MAX_CLIENT_WAIT). Checked by ``_wait`` for company."""
+    raw = _value(query, "clientWait")
+    return None if raw is None else _seconds(raw, "clientWait", bound)
+
+
+def _value(query: list[tuple[str, str]], name: str) -> str | None:
+    for key, value in query:
+        if key == name:
+            return value
+    return None
+
+
+def _seconds(raw: str, name: str, bound: float) -> float:
     # A plain number ("30", "0.5", "1e-3"): float() alone would also take " 5", "1_0",
     # "+5" and non-ASCII digits, none of which is a number in the API's documented sense.
     if not _NUMBER.fullmatch(raw):
-        raise invalid(f"wait must be a number of seconds from 0 to 300, got {raw[:40]!r}")
-    wait = float(raw)
-    if not math.isfinite(wait) or not 0 <= wait <= MAX_WAIT:
-        raise invalid(f"wait must be a number of seconds from 0 to 300, got {raw!r}")
-    return wait
+        raise invalid(f"{name} must be a number of seconds from 0 to {bound:g}, got {raw[:40]!r}")
+    seconds = float(raw)
+    if not math.isfinite(seconds) or not 0 <= seconds <= bound:
+        raise invalid(f"{name} must be a number of seconds from 0 to {bound:g}, got {raw!r}")
+    return seconds
 
 
 # --- the body -------------------------------------------------------------------------------

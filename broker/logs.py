@@ -111,3 +111,8 @@ def configure(level: str = "info", json_format: bool = True) -> None:
         logger.handlers[:] = []
         logger.propagate = True
         logger.setLevel(max(logging.INFO, root.level))
+    # httpx (notifications' HTTP client) logs every request with its whole URL at info,
+    # httpcore each step at debug: a Slack webhook's path and an ntfy topic are secrets
+    # (broker/notify/ logs the target's scheme and host only, and its own outcome).
+    for name in ("httpx", "httpcore"):
+        logging.getLogger(name).setLevel(logging.WARNING)

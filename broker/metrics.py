@@ -228,6 +228,21 @@ class Metrics:
                 "Times the notice connection to the store came back after a loss (each re-reads every session)",
             )
         ).labels()
+        self.notifications = self._declare(
+            CounterFamily(
+                "qbroker_notifications_total",
+                "Notifications by kind and result: sent; retried (an attempt failed, another follows);"
+                " failed (given up); dropped (the queue was full); skipped (the questionnaire"
+                " ended or was answered meanwhile)",
+                ("kind", "result"),
+            )
+        )
+        self.notifications_queued = self._declare(
+            GaugeFamily(
+                "qbroker_notifications_queued",
+                "Notifications on this process not yet delivered or given up (queued, in flight, waiting to retry)",
+            )
+        ).labels()
 
         # Children bound once, so every frame type shows up (at zero) and a frame skips the dict lookup.
         types = ("hello", "ping", "draft", "answer", "clarify", "cancel")

@@ -214,7 +214,8 @@ def _json(schema: Schema, description: str) -> Schema:
 
 
 _ERRORS: Final[dict[str, str]] = {
-    "400": "invalid_arguments: the tool input breaks a rule, a bad wait, session id, Idempotency-Key or body.",
+    "400": "invalid_arguments: the tool input breaks a rule, a bad wait or clientWait, session id, "
+    "Idempotency-Key or body.",
     "401": "unauthorized: no token, a bad signature, an expired or bad token, a client or admin token.",
     "403": "forbidden: an agent token whose scope does not cover the session.",
     "404": "unknown_questionnaire: no such questionnaire in this session (or it expired).",
@@ -255,6 +256,15 @@ _WAIT: Final[Schema] = {
     "description": "Seconds to hold the call open for an outcome (default 30).",
     "schema": {"type": "number", "minimum": 0, "maximum": 300, "default": 30},
 }
+_CLIENT_WAIT: Final[Schema] = {
+    "name": "clientWait",
+    "in": "query",
+    "required": False,
+    "description": "On a start: seconds the new questionnaire waits for a first client before it ends "
+    "unavailable/ui_unavailable (default: QBROKER_CLIENT_WAIT, or QBROKER_NOTIFY_CLIENT_WAIT where a "
+    "notification route covers the session); at most QBROKER_MAX_CLIENT_WAIT (default 3600). Refused on a resume.",
+    "schema": {"type": "number", "minimum": 0, "maximum": 3600},
+}
 _IDEMPOTENCY_KEY: Final[Schema] = {
     "name": "Idempotency-Key",
     "in": "header",
@@ -280,7 +290,7 @@ def build_openapi() -> dict[str, Any]:
                 "post": {
                     "operationId": "callQuestionnaire",
                     "summary": "Start a questionnaire or resume one after a clarification; wait for an outcome.",
-                    "parameters": [_SID, _WAIT, _IDEMPOTENCY_KEY],
+                    "parameters": [_SID, _WAIT, _CLIENT_WAIT, _IDEMPOTENCY_KEY],
                     "requestBody": {
                         "required": True,
                         "content": {"application/json": {"schema": _ref("ToolInput")}},

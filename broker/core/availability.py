@@ -3,7 +3,9 @@
 Two rules from the protocol:
 
 - No client connected when a questionnaire starts, and none within ``client_wait``:
-  ``unavailable`` / ``ui_unavailable``.
+  ``unavailable`` / ``ui_unavailable``. A questionnaire may carry its own wait
+  (``Questionnaire.client_wait``: the agent asked for one, or a notification may bring the
+  person); else the broker's ``client_wait`` holds.
 - Every client gone mid-questionnaire: it waits ``reconnect_grace`` with answers and
   draft intact; after that, ``unavailable`` / ``ui_error``.
 
@@ -29,6 +31,11 @@ class Deadline(msgspec.Struct, frozen=True):
     reason: Reason
 
 
+def first_client_wait(state: Questionnaire, client_wait: float) -> float:
+    """How long ``state`` waits for a first client: its own wait, else the broker's."""
+    return client_wait if state.client_wait is None else state.client_wait
+
+
 def deadline(
     state: Questionnaire,
     clients: int,
@@ -41,7 +48,7 @@ def deadline(
     if clients > 0 or state.status != "in_progress":
         return None
     if last_seen is None or last_seen < state.created_at:
-        return Deadline(state.created_at + client_wait, "ui_unavailable")
+        return Deadline(state.created_at + first_client_wait(state, client_wait), "ui_unavailable")
     return Deadline(max(last_seen, state.updated_at) + reconnect_grace, "ui_error")
 
 

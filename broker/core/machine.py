@@ -116,6 +116,10 @@ class Questionnaire(msgspec.Struct, frozen=True):
     clarifications: tuple[Clarification, ...] = ()
     cancellation_reason: CancellationReason | None = None
     asked_by: str | None = None  # the ``sub`` of the agent token that started it (None: not said)
+    # How long it waits for a first client before ``ui_unavailable`` (core/availability.py);
+    # None: the broker's QBROKER_CLIENT_WAIT. Set at start when the agent asked for its own
+    # wait, or notifications may bring the person (docs/notifications.md).
+    client_wait: float | None = None
 
     @property
     def current_index(self) -> int:
@@ -158,6 +162,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
             "clarifications": [c.to_wire() for c in self.clarifications],
             "cancellationReason": self.cancellation_reason,
             "askedBy": self.asked_by,
+            "clientWait": self.client_wait,
         }
 
     @classmethod
@@ -182,6 +187,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
             clarifications=tuple([Clarification.from_wire(c) for c in record["clarifications"]]),
             cancellation_reason=record.get("cancellationReason"),
             asked_by=record.get("askedBy"),  # (absent from records of brokers before it)
+            client_wait=record.get("clientWait"),
         )
 
 
@@ -246,8 +252,10 @@ def start(
     now: float,
     *,
     asked_by: str | None = None,
+    client_wait: float | None = None,
 ) -> Questionnaire:
-    """A new questionnaire; ``asked_by``: who asked (the agent token's ``sub``)."""
+    """A new questionnaire; ``asked_by``: who asked (the agent token's ``sub``); ``client_wait``:
+    its own wait for a first client (None: the broker's)."""
     if not questions:
         raise BrokerError("invalid_arguments", "questionnaire: at least one question is required")
     return Questionnaire(
@@ -257,6 +265,7 @@ def start(
         created_at=now,
         updated_at=now,
         asked_by=asked_by,
+        client_wait=client_wait,
     )
 
 

@@ -16,8 +16,8 @@ import contextlib
 import logging
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
 
 from broker.config import Config
 from broker.core import frames, machine, results
@@ -33,13 +33,23 @@ from broker.service.writes import Writer
 from broker.store.base import Store, StoreUnavailable
 from broker.tokens import Tokens
 
+if TYPE_CHECKING:
+    from broker.notify.config import Route
+    from broker.notify.triggers import Notifier
+
 log = logging.getLogger("qbroker.service")
 
 
 class Broker:
     """The broker of one process: its life cycle, the agent API's calls, client commands."""
 
-    def __init__(self, config: Config, store: Store, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        config: Config,
+        store: Store,
+        clock: Callable[[], float] = time.time,
+        routes: Sequence[Route] = (),
+    ) -> None:
         self.config = config
         self.store = store
         self.clock = clock
@@ -51,6 +61,12 @@ class Broker:
         self.writer = Writer(store, self.metrics, clock, self.hubs)
         self.waits = AgentWaits(config, store, clock, self.fanout, self.writer, self.shutting_down)
         self.background = Background(config, store, clock, self.fanout)
+        # Notifications (broker/notify/): only with routes; fed moments, it never waits on them.
+        self.notifier: Notifier | None = None
+        if routes:
+            from broker.notify.triggers import Notifier  # (its HTTP and SMTP clients only when used)
+
+            self.notifier = Notifier(config, store, self.metrics, routes, self.hubs, clock)
 
     # --- life cycle ------------------------------------------------------------------
 
@@ -58,6 +74,8 @@ class Broker:
         self.waits.loop = asyncio.get_running_loop()
         await self.store.start(self.fanout.on_notice, self.fanout.on_reconnect)
         self.background.start()
+        if self.notifier is not None:
+            await self.notifier.start()
 
     @property
     def waiting_agent_calls(self) -> int:
@@ -78,6 +96,8 @@ class Broker:
     async def stop(self) -> None:
         self.begin_shutdown()
         await self.background.stop()
+        if self.notifier is not None:
+            await self.notifier.stop()
         now = self.clock()
         for hub in list(self.hubs.values()):
             for client_id in list(hub.clients):
@@ -87,22 +107,39 @@ class Broker:
 
     # --- agent side ------------------------------------------------------------------
 
+    def first_client_wait(self, session_id: str, asked: float | None = None) -> float | None:
+        """How long a new questionnaire of ``session_id`` waits for a first client, when
+        not the broker's QBROKER_CLIENT_WAIT (None): what the agent ``asked`` for, else
+        QBROKER_NOTIFY_CLIENT_WAIT where a route may bring the person."""
+        if asked is not None:
+            return asked
+        if self.notifier is not None and self.notifier.covers(session_id):
+            return self.config.notify_client_wait
+        return None
+
     async def start_questionnaire(
         self,
         session_id: str,
         questions: tuple[Question, ...],
         idempotency_key: str | None,
         wait: float,
+        client_wait: float | None = None,
         *,
         asked_by: str | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """``asked_by``: the ``sub`` of the agent's token (kept with the questionnaire)."""
+        """``client_wait``: the agent's own wait for a first client (None: the broker's);
+        ``asked_by``: the ``sub`` of the agent's token (kept with the questionnaire)."""
+        own_wait = self.first_client_wait(session_id, client_wait)
 
         async def write() -> Questionnaire:
-            fresh = machine.start(str(uuid.uuid4()), session_id, questions, self.clock(), asked_by=asked_by)
+            fresh = machine.start(
+                str(uuid.uuid4()), session_id, questions, self.clock(), asked_by=asked_by, client_wait=own_wait
+            )
             stored = await self.store.create(fresh, idempotency_key)
             if stored.id == fresh.id:
                 self.metrics.started.inc()
+                if self.notifier is not None:
+                    self.notifier.started(stored)  # (queued: never waits)
                 log.info(
                     "questionnaire started",
                     extra={"session": session_id, "questionnaire": stored.id, "questions": len(questions)},
@@ -127,6 +164,8 @@ class Broker:
     async def resume(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
         async def write() -> Questionnaire:
             state = await self.writer.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
+            if self.notifier is not None:
+                self.notifier.resumed(state)  # (queued: never waits)
             log.info(
                 "questionnaire resumed",
                 extra={"session": session_id, "questionnaire": state.id, "revision": state.revision},

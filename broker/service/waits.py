@@ -126,7 +126,8 @@ class AgentWaits:
         now = self.clock()
         # Nothing can be due before this (availability.deadline is never earlier): until
         # then, the presence is not worth a store round trip.
-        earliest = min(state.created_at + self.config.client_wait, state.updated_at + self.config.reconnect_grace)
+        first_wait = availability.first_client_wait(state, self.config.client_wait)
+        earliest = min(state.created_at + first_wait, state.updated_at + self.config.reconnect_grace)
         if now < earliest:
             return state, earliest
         presence = await self.store.presence(state.session_id, now)

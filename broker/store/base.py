@@ -11,6 +11,8 @@ What a store keeps, per session (every Redis key carries the ``{sid}`` hash tag)
   TTL, plus the last time any client was seen (for the reconnect grace);
 - a write sequence number per session, counting every successful write, so that a
   process that has seen writes 1..n of a session knows whether a notice is write n + 1;
+- claims: names taken once across every broker (``claim``), each for a while: of several
+  processes that see the same moment (a notification's trigger), exactly one acts on it;
 - notifications: after every successful write the store publishes a ``Notice`` to every
   broker process interested in the session: ids, version, status and sequence number, and
   (up to a size limit) the written state itself, so that a receiver can usually act on it
@@ -207,6 +209,13 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def presence(self, session_id: str, now: float) -> Presence:
         """Live clients (lapsed heartbeats do not count) and when one was last seen."""
+
+    # --- claims -----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def claim(self, session_id: str, name: str, ttl: float) -> bool:
+        """Take ``name`` in ``session_id`` for ``ttl`` seconds: True for the one caller that
+        took it, False for every other caller, on any process, until it expires."""
 
     # --- notifications ----------------------------------------------------------------
 

@@ -49,6 +49,7 @@ class _Session:
     last_seen: float | None = None
     swept_at: float = 0.0
     seq: int = 0  # successful writes so far
+    claims: dict[str, float] = field(default_factory=dict)  # name -> expiry
 
     def head(self) -> Questionnaire | None:
         for questionnaire_id in self.queue:
@@ -168,6 +169,17 @@ class MemoryStore(Store):
                 del session.clients[client_id]
                 session.last_seen = max(session.last_seen or expiry, expiry)
         return Presence(len(session.clients), session.last_seen)
+
+    async def claim(self, session_id: str, name: str, ttl: float) -> bool:
+        claims = self._sessions[session_id].claims
+        now = self._now()
+        for taken, expiry in list(claims.items()):  # (a handful per questionnaire: swept here)
+            if expiry <= now:
+                del claims[taken]
+        if name in claims:
+            return False
+        claims[name] = now + ttl
+        return True
 
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         (self._subscribed_to_outcomes if outcomes_only else self._subscribed).add(session_id)

@@ -444,6 +444,29 @@ async def test_presence_counts_per_session(store: Store) -> None:
     assert await store.presence(other, NOW) == Presence(0, None)
 
 
+# --- claims ---------------------------------------------------------------------------
+
+
+async def test_a_name_is_claimed_once_and_by_the_first_caller_only(store: Store) -> None:
+    sid = new_session()
+    assert await store.claim(sid, "notify:q-1:started:1", ttl=60) is True
+    assert await store.claim(sid, "notify:q-1:started:1", ttl=60) is False
+    assert await store.claim(sid, "notify:q-1:idle:1", ttl=60) is True  # another name
+    assert await store.claim(new_session(), "notify:q-1:started:1", ttl=60) is True  # another session
+
+
+async def test_of_concurrent_claims_of_one_name_exactly_one_wins(store: Store) -> None:
+    sid = new_session()
+    taken = await asyncio.gather(*(store.claim(sid, "notify:q-1:idle:2", ttl=60) for _ in range(20)))
+    assert taken.count(True) == 1
+
+
+async def test_a_claim_can_be_taken_again_once_it_expired(store: Store) -> None:
+    sid = new_session()
+    assert await store.claim(sid, "once", ttl=0.05) is True
+    assert await eventually(lambda: store.claim(sid, "once", ttl=60), "the claim to expire", timeout=5)
+
+
 # --- notifications --------------------------------------------------------------------
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import msgspec
 import pytest
 
 from broker.core.availability import Deadline, deadline, expired
@@ -34,6 +35,23 @@ def test_a_questionnaire_nobody_ever_saw_is_unavailable_after_the_client_wait() 
     assert reason_at(state, 0, None, T0 + WAIT - 0.001) is None
     assert reason_at(state, 0, None, T0 + WAIT) == "ui_unavailable"  # the deadline itself counts
     assert reason_at(state, 0, None, T0 + WAIT + 100) == "ui_unavailable"
+
+
+def test_a_questionnaire_with_its_own_client_wait_waits_that_long_for_a_first_client() -> None:
+    state = msgspec.structs.replace(new_questionnaire(), client_wait=600.0)
+    assert due(state, 0, None) == Deadline(T0 + 600.0, "ui_unavailable")
+    assert reason_at(state, 0, None, T0 + WAIT + 1) is None
+    assert reason_at(state, 0, None, T0 + 600.0) == "ui_unavailable"
+
+
+def test_its_own_client_wait_may_be_shorter_than_the_broker_s() -> None:
+    state = msgspec.structs.replace(new_questionnaire(), client_wait=0.0)
+    assert due(state, 0, None) == Deadline(T0, "ui_unavailable")
+
+
+def test_its_own_client_wait_leaves_the_reconnect_grace_as_it_is() -> None:
+    state = msgspec.structs.replace(new_questionnaire(), client_wait=600.0)
+    assert due(state, 0, T0 + 1) == Deadline(T0 + 1 + GRACE, "ui_error")
 
 
 def test_a_client_that_left_before_the_start_counts_as_nobody() -> None:

@@ -697,6 +697,14 @@ def test_a_state_survives_the_record_round_trip(state_of: Callable[[], Questionn
     assert Questionnaire.from_record(through_msgpack) == state
 
 
+def test_a_questionnaire_s_own_client_wait_is_kept_in_its_record() -> None:
+    plain = new_questionnaire()
+    assert plain.to_record()["clientWait"] is None
+    waiting = start("qn-2", "sess-1", plain.questions, T0, client_wait=900.0)
+    assert waiting.client_wait == 900.0 and waiting.to_record()["clientWait"] == 900.0
+    assert Questionnaire.from_record(waiting.to_record()) == waiting
+
+
 def test_a_record_with_descriptions_and_no_ceiling_round_trips() -> None:
     raw = multi("m", ("a", "b"))
     raw["options"][0]["description"] = "the first"
@@ -721,6 +729,7 @@ def test_a_record_is_plain_data() -> None:
         "clarifications": [{"revision": 1, "questionId": "checks", "request": "Which is faster?"}],
         "cancellationReason": None,
         "askedBy": None,
+        "clientWait": None,
     }
 
 
@@ -735,7 +744,7 @@ def test_an_answer_keeps_every_field_it_does_not_change() -> None:
     default in the sample, comes through as it was."""
     state = resume(clarify(draft(new_questionnaire(), "a")))  # a revision, a clarification, a draft
     # every kept field off its default
-    state = msgspec.structs.replace(state, cancellation_reason="aborted", asked_by="build-agent")
+    state = msgspec.structs.replace(state, cancellation_reason="aborted", asked_by="build-agent", client_wait=900.0)
     changed = {"answers", "draft", "status", "step", "version", "updated_at"}
     for f in msgspec.structs.fields(Questionnaire):
         if f.name not in changed and f.default is not msgspec.NODEFAULT:

@@ -53,6 +53,9 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         ("qbroker_store_notices_connected", "gauge"),
         ("qbroker_store_reconnects", "counter"),
         ("qbroker_store_reconnects_created", "gauge"),
+        # Added since: notifications (broker/notify/dispatch.py)
+        ("qbroker_notifications", "counter"),
+        ("qbroker_notifications_queued", "gauge"),
     }
     assert {name for name, _ in samples(Metrics())} == {
         "qbroker_agent_calls_waiting",
@@ -71,6 +74,7 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         "qbroker_questionnaires_started_total",
         "qbroker_store_notices_connected",
         "qbroker_store_reconnects_created",
+        "qbroker_notifications_queued",
         "qbroker_store_reconnects_total",
     }
 

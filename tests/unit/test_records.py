@@ -22,6 +22,7 @@ SAMPLES = {
     "answered, with Other": lambda: answer(new_questionnaire(single(allowOther=True), multi()), other="mine"),
     "cancelled": lambda: cancel(new_questionnaire()),
     "asked by someone": lambda: msgspec.structs.replace(answer(new_questionnaire(), "a"), asked_by="build-agent"),
+    "with its own client wait": lambda: msgspec.structs.replace(new_questionnaire(), client_wait=900.0),
 }
 
 

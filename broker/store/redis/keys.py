@@ -8,6 +8,7 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:idem:<key>    string  Idempotency-Key -> questionnaire id
     qb:{sid}:clients       zset  client id -> heartbeat expiry (Unix seconds)
     qb:{sid}:seen          string  last time the session had a client (Unix seconds)
+    qb:{sid}:claim:<name>  string  a name taken once across brokers (SET NX with an expiry)
     qb:{sid}:events        channel  a notice after every write (notices.py)
     qb:{sid}:outcomes      channel  the same notice again after a write that reached an outcome
 
@@ -33,6 +34,10 @@ def prefix(session_id: str) -> str:
 
 def questionnaire_prefix(session_id: str) -> str:
     return prefix(session_id) + "q:"
+
+
+def claim_key(session_id: str, name: str) -> str:
+    return prefix(session_id) + "claim:" + name
 
 
 def channel_for(session_id: str, outcomes_only: bool = False) -> str:

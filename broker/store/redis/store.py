@@ -25,7 +25,7 @@ from broker.store.base import (
 from broker.store.records import Records
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import reachable
-from broker.store.redis.keys import channel_for, prefix, presence_keys, questionnaire_prefix, queue_keys
+from broker.store.redis.keys import channel_for, claim_key, prefix, presence_keys, questionnaire_prefix, queue_keys
 from broker.store.redis.links import PubSub
 from broker.store.redis.notices import head_of, notice_prefix
 from broker.store.redis.routing import Routing
@@ -182,6 +182,13 @@ class RedisStore(Store):
         with reachable("presence"):
             clients, seen = await self._commands.run(self._presence, presence_keys(session_id), [repr(now), lifetime])
         return Presence(int(clients), None if seen is None else float(seen))
+
+    # --- claims ---------------------------------------------------------------------
+
+    async def claim(self, session_id: str, name: str, ttl: float) -> bool:
+        with reachable("claim"):
+            taken = await self._commands.command("SET", claim_key(session_id, name), "1", "NX", "PX", ms(ttl))
+        return taken is not None
 
     # --- notifications --------------------------------------------------------------
 

@@ -1,0 +1,48 @@
+"""Which channel serves a route: one line per kind.
+
+The ``webpush`` kind is built by ``broker/notify/webpush.py`` (``WebPushChannel(route, store,
+vapid)``, with the VAPID keys from the configuration or the data dir); it is imported only
+when a route asks for it, and a build without it stops ``serve`` in one line.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import httpx
+
+from broker.config import Config
+from broker.notify.channel import Channel
+from broker.notify.config import Route
+from broker.notify.email import EmailChannel
+from broker.notify.ntfy import NtfyChannel
+from broker.notify.slack import SlackChannel
+from broker.notify.webhook import WebhookChannel
+from broker.store.base import Store
+
+
+def build_channel(route: Route, *, http: httpx.AsyncClient, store: Store, config: Config) -> Channel:
+    if route.kind == "webhook":
+        return WebhookChannel(route, http)
+    if route.kind == "slack":
+        return SlackChannel(route, http)
+    if route.kind == "ntfy":
+        return NtfyChannel(route, http)
+    if route.kind == "email":
+        return EmailChannel(route, config.notify_timeout)
+    if route.kind == "webpush":
+        return _webpush(route, store, config)
+    raise ValueError(f"no channel for kind {route.kind!r}")  # (config.py admits only known kinds)
+
+
+def _webpush(route: Route, store: Store, config: Config) -> Channel:
+    try:
+        webpush: Any = importlib.import_module("broker.notify.webpush")
+    except ImportError:
+        where = config.notify_config or "QBROKER_NOTIFY_CONFIG"
+        raise SystemExit(
+            f'qbroker: {where}: {route.name}: key "kind": webpush is not available in this build'
+        ) from None
+    channel: Channel = webpush.WebPushChannel(route, store, webpush.vapid_keys(config))
+    return channel

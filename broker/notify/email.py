@@ -1,0 +1,85 @@
+"""The ``email`` kind: a plain-text mail over SMTP, sent with ``aiosmtplib``.
+
+``url`` names the server: ``smtp://[user:password@]host[:port]`` (STARTTLS when the server
+offers it; port 25 unless given, 587 is usual) or ``smtps://...`` (TLS from the start, port
+465 unless given); ``from`` and ``to`` (one address or a list) the envelope and headers;
+``subject_prefix`` (default ``[qbroker]``) starts the subject. The Message-ID is made from
+the notification's id, so a mail system can drop a repeat.
+
+An SMTP reply in the 4xx range, a refused or dropped connection and a timeout are worth
+another attempt; a 5xx (a recipient refused, authentication failed) is not.
+"""
+
+from __future__ import annotations
+
+from email.message import EmailMessage
+from email.utils import formatdate
+from urllib.parse import unquote, urlsplit
+
+import aiosmtplib
+
+from broker.notify.channel import Channel, FailedDelivery, RetryableDelivery
+from broker.notify.config import Route
+from broker.notify.notification import Notification
+from broker.notify.posting import reachable
+
+DEFAULT_SUBJECT_PREFIX = "[qbroker]"
+
+
+def mail(route: Route, note: Notification) -> EmailMessage:
+    message = EmailMessage()
+    prefix = str(route.options.get("subject_prefix", DEFAULT_SUBJECT_PREFIX))
+    message["Subject"] = f"{prefix} {note.headline}"
+    message["From"] = str(route.options["from"])
+    message["To"] = ", ".join(route.options["to"])
+    message["Date"] = formatdate(note.at)
+    message["Message-ID"] = f"<{note.id}@qbroker>"
+    lines = [note.headline + ".", ""]
+    if note.question is not None:
+        lines += [note.question.label, note.question.prompt, ""]
+    count = f"{note.questions} question{'s' if note.questions != 1 else ''}"
+    lines += [f"Session: {note.session_id}", f"Questions: {count}", "", f"Answer: {note.link}", ""]
+    message.set_content("\n".join(lines))
+    return message
+
+
+class EmailChannel(Channel):
+    kind = "email"
+
+    def __init__(self, route: Route, timeout: float) -> None:
+        super().__init__(route)
+        self.timeout = timeout
+        parts = urlsplit(route.url)
+        self.tls = parts.scheme == "smtps"
+        self.host = parts.hostname or "localhost"
+        self.port = parts.port or (465 if self.tls else 25)
+        self.username = unquote(parts.username) if parts.username else None
+        self.password = unquote(parts.password) if parts.password else None
+
+    async def deliver(self, note: Notification) -> None:
+        try:
+            await aiosmtplib.send(
+                mail(self.route, note),
+                hostname=self.host,
+                port=self.port,
+                username=self.username,
+                password=self.password,
+                use_tls=self.tls,
+                start_tls=None if not self.tls else False,  # None: STARTTLS when offered
+                timeout=self.timeout,
+            )
+        except aiosmtplib.SMTPRecipientsRefused as exc:
+            codes = sorted({refusal.code for refusal in exc.recipients})
+            reason = f"recipients refused (SMTP {', '.join(map(str, codes))})"
+            if any(code < 500 for code in codes):
+                raise RetryableDelivery(reason) from None
+            raise FailedDelivery(reason) from None
+        except aiosmtplib.SMTPResponseException as exc:
+            if exc.code >= 500:
+                raise FailedDelivery(f"SMTP {exc.code}") from None
+            raise RetryableDelivery(f"SMTP {exc.code}") from None
+        except (aiosmtplib.SMTPException, OSError, TimeoutError) as exc:  # connect, timeout, disconnect
+            raise RetryableDelivery(f"cannot send ({type(exc).__name__})") from None
+
+    async def check(self) -> str | None:
+        return await reachable(self.route.url, min(self.timeout, 5.0))
