@@ -1,0 +1,493 @@
+"""End-to-end: the Pi coding agent (the real ``pi`` from npm, at clients/pi's lockfile)
+with qbroker's extension (clients/pi/questionnaire.ts), a live broker, a scripted person on
+the websocket and a scripted model behind an OpenAI-compatible endpoint.
+
+The model's turns are scripted, but read what Pi sends: the resume copies the id and
+revision out of the tool result the model received, as a real model would. What the model
+receives is asserted on the model's side of the wire (``ScriptedModel.tool_results``), and
+what Pi made of each call on its JSON event stream (``tool_execution_end``).
+
+Also here: the extension's own node tests (tests/pi/, with Pi's TypeScript loader), its type
+check against the pinned Pi's declarations, and the tool definition it reads held equal to
+the broker's. With ``QBROKER_WRITE_TRANSCRIPTS=1`` the clarification run rewrites the
+transcript in docs/agents.md.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import tempfile
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from clients.mcp.server import tool_json
+from tests.helpers.clients import person
+from tests.helpers.fake_model import Message, ScriptedModel, ToolCall, Turn, text_of
+from tests.helpers.pi import EXTENSION, PI_PACKAGE, PiHome, PiRun, pi_modules
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, need, token
+from tests.helpers.samples import new_sid
+from tests.helpers.waiting import eventually
+
+DOCS_AGENTS = REPO_ROOT / "docs" / "agents.md"
+TRANSCRIPT_START, TRANSCRIPT_END = "<!-- pi-transcript:start -->", "<!-- pi-transcript:end -->"
+
+PROMPT = "Ship the release: ask me where it goes and which checks must pass first."
+QUESTIONS: list[dict[str, Any]] = [
+    {
+        "id": "deploy_target",
+        "label": "Target",
+        "prompt": "Which environment should this release go to?",
+        "type": "single",
+        "options": [
+            {"id": "staging", "label": "Staging"},
+            {"id": "production", "label": "Production", "description": "Requires an approved release window"},
+        ],
+        "allowOther": False,
+    },
+    {
+        "id": "checks",
+        "label": "Pre-flight checks",
+        "prompt": "Which checks must pass before the deploy?",
+        "type": "multi",
+        "options": [
+            {"id": "unit", "label": "Unit tests"},
+            {"id": "e2e", "label": "End-to-end tests"},
+            {"id": "lint", "label": "Lint and types"},
+        ],
+        "minSelections": 1,
+        "maxSelections": 3,
+    },
+]
+START = {"action": "start", "questions": QUESTIONS}
+ASKED = "Do the e2e tests run against production or staging?"
+EXPLAINED = "The e2e suite runs against staging before every production deploy; it never touches production."
+FIRST_LINE = re.compile(r"^(QUESTIONNAIRE_[A-Z_]+) questionnaireId=(\S+) revision=(\d+)")
+
+
+def release_manager(messages: list[Message]) -> Turn:
+    """The scripted model: start the questionnaire; on a clarification, explain and resume
+    with the id and revision it was given; on anything else, wrap up."""
+    last = messages[-1]
+    if last["role"] == "user":
+        return Turn(text="I'll ask you both things at once.", tool_calls=(ToolCall("questionnaire", START),))
+    if last["role"] == "tool":
+        head = FIRST_LINE.match(text_of(last))
+        if head and head[1] == "QUESTIONNAIRE_NEEDS_CLARIFICATION":
+            resume = {
+                "action": "resume",
+                "questionnaireId": head[2],
+                "revision": int(head[3]),
+                "clarificationResponse": EXPLAINED,
+            }
+            return Turn(text=EXPLAINED, tool_calls=(ToolCall("questionnaire", resume),))
+        if head and head[1] == "QUESTIONNAIRE_COMPLETED":
+            return Turn(text="Deploying to production once the unit and end-to-end tests and your smoke test pass.")
+    return Turn(text="Understood.")
+
+
+def only_start(messages: list[Message]) -> Turn:
+    """A model that starts the questionnaire and, whatever comes back, stops."""
+    if messages[-1]["role"] == "user":
+        return Turn(tool_calls=(ToolCall("questionnaire", START),))
+    return Turn(text="Stopping here.")
+
+
+# --- fixtures -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def modules() -> Path:
+    return pi_modules()
+
+
+@pytest.fixture(scope="module")
+def live_broker() -> Iterator[BrokerProcess]:
+    with broker() as process:
+        yield process
+
+
+@pytest.fixture
+def tmp() -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix="qbroker-pi-") as folder:
+        yield Path(folder)
+
+
+@pytest.fixture
+async def runs() -> AsyncIterator[list[PiRun]]:
+    """Every pi a test starts, killed in teardown if it is still running."""
+    started: list[PiRun] = []
+    yield started
+    for run in started:
+        await run.close()
+
+
+def connected(live_broker: BrokerProcess, sid: str) -> dict[str, str]:
+    return {"url": live_broker.url, "session": sid, "token": token(sid, "agent")}
+
+
+def tool_ends(run: PiRun) -> list[dict[str, Any]]:
+    return [e for e in run.of_type("tool_execution_end") if e.get("toolName") == "questionnaire"]
+
+
+async def broker_result(live_broker: BrokerProcess, sid: str, qid: str) -> dict[str, Any]:
+    async with httpx.AsyncClient(base_url=live_broker.url, timeout=15) as http:
+        response = await http.get(
+            f"/v1/sessions/{sid}/questionnaires/{qid}",
+            params={"wait": "0"},
+            headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
+        )
+    assert response.status_code == 200, response.text
+    body: dict[str, Any] = response.json()
+    return body
+
+
+# --- the extension, without pi running ------------------------------------------------
+
+
+def test_the_tool_definition_the_extension_reads_is_the_brokers() -> None:
+    """One definition: clients/pi/questionnaire-tool.json is ``qbroker mcp --print-tool``."""
+    printed = json.dumps(tool_json(), indent=2, ensure_ascii=False) + "\n"
+    on_disk = (PI_PACKAGE / "questionnaire-tool.json").read_text(encoding="utf-8")
+    assert on_disk == printed, "regenerate it: qbroker mcp --print-tool > clients/pi/questionnaire-tool.json"
+
+
+def test_the_package_is_a_pi_package_whose_entry_is_the_extension() -> None:
+    manifest = json.loads((PI_PACKAGE / "package.json").read_text())
+    assert manifest["pi"]["extensions"] == ["./questionnaire.ts"]
+    assert "pi-package" in manifest["keywords"]
+    pinned = manifest["devDependencies"]["@mariozechner/pi-coding-agent"]
+    assert re.fullmatch(r"\d+\.\d+\.\d+", pinned), f"pin an exact version, not {pinned!r}"
+    lock = json.loads((PI_PACKAGE / "package-lock.json").read_text())
+    assert lock["packages"]["node_modules/@mariozechner/pi-coding-agent"]["version"] == pinned
+
+
+def test_the_extensions_own_tests_pass_under_node(modules: Path) -> None:
+    files = sorted((REPO_ROOT / "tests" / "pi").glob("*.test.ts"))
+    assert files, "no tests/pi/*.test.ts"
+    register = modules / "jiti" / "lib" / "jiti-register.mjs"  # the loader Pi itself uses
+    result = subprocess.run(
+        ["node", "--import", register.as_uri(), "--test", *(str(f) for f in files)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO_ROOT,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, f"node --test failed:\n{result.stdout[-12000:]}\n{result.stderr[-4000:]}"
+    assert re.search(r"^# fail 0$", result.stdout, re.M), result.stdout[-4000:]
+
+
+def test_the_extension_type_checks_against_the_pinned_pi(modules: Path, tmp: Path) -> None:
+    """tsc --noEmit with Pi's own declarations: an API that moved between Pi releases fails
+    here, not in a user's session. (A copy beside the installed node_modules, since tsc
+    resolves packages from where a file is.)"""
+    for source in PI_PACKAGE.iterdir():
+        if source.suffix in (".ts", ".json"):
+            shutil.copy2(source, tmp / source.name)
+    (tmp / "node_modules").symlink_to(modules, target_is_directory=True)
+    result = subprocess.run(
+        ["node", str(modules / "typescript" / "bin" / "tsc"), "-p", str(tmp / "tsconfig.json")],
+        capture_output=True,
+        text=True,
+        timeout=180,
+        cwd=tmp,
+        stdin=subprocess.DEVNULL,
+    )
+    assert result.returncode == 0, f"tsc found errors:\n{result.stdout[-8000:]}{result.stderr[-2000:]}"
+
+
+# --- pi with the extension ------------------------------------------------------------
+
+
+async def test_a_clarification_round_trip_through_pi(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    sid = new_sid("pi")
+    with ScriptedModel(release_manager) as model:
+        home = PiHome(tmp, model, modules)
+        async with person(live_broker.ws_url, sid) as someone:
+            run = await home.start(PROMPT, env=home.env(**connected(live_broker, sid)))
+            runs.append(run)
+            first = await someone.wait_for("question", timeout=30)  # pi's start-up included
+            assert first["question"]["id"] == "deploy_target"
+            await someone.answer(first, ["production"])
+            second = await someone.wait_for("question", where=lambda f: f["index"] == 1)
+            await someone.clarify(second, ASKED, draft={"selectedOptionIds": ["unit"]})
+            # The agent's explanation arrives with the question again, the draft kept.
+            again = await someone.wait_for("question", where=lambda f: f["revision"] == 1, timeout=30)
+            assert again["clarifications"][0]["response"] == EXPLAINED
+            assert again["draft"]["selectedOptionIds"] == ["unit"]
+            await someone.answer(again, ["e2e", "unit"], other="Manual smoke test")
+            closed = await someone.wait_for("closed")
+            assert closed["status"] == "completed"
+        events = await run.finish()
+    assert model.errors == []
+    qid = closed["questionnaireId"]
+
+    # What the model received: the clarification, then the exact answers, as tool results.
+    received = [text_of(m) for m in model.tool_results()]
+    assert len(received) == 2, received
+    assert received[0].startswith(f"QUESTIONNAIRE_NEEDS_CLARIFICATION questionnaireId={qid} revision=1\n")
+    assert f'"{ASKED}"' in received[0]
+    final = await broker_result(live_broker, sid, qid)
+    assert received[1] == final["content"][0]["text"]  # the broker's text, unchanged
+    assert received[1].splitlines()[:4] == [
+        f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=1",
+        "The user answered all 2 question(s). Answers, in question order:",
+        "deploy_target: optionIds=[production]",
+        'checks: optionIds=[unit, e2e] other="Manual smoke test"',
+    ]
+
+    # What pi made of the two calls: results (not errors), the broker's details unchanged.
+    ends = tool_ends(run)
+    assert [e["isError"] for e in ends] == [False, False], run.summary()
+    assert ends[1]["result"]["details"] == final["details"]
+    assert ends[0]["result"]["details"]["status"] == "needs_clarification"
+    starts = [e for e in run.of_type("tool_execution_start") if e.get("toolName") == "questionnaire"]
+    assert starts[0]["args"] == START
+    assert starts[1]["args"] == {
+        "action": "resume",
+        "questionnaireId": qid,
+        "revision": 1,
+        "clarificationResponse": EXPLAINED,
+    }
+
+    transcript = render_transcript(
+        events,
+        {
+            0: [
+                "[person] answers Target: Production",
+                "[person] ticks Unit tests, then asks the agent: " + json.dumps(ASKED),
+            ],
+            1: ['[person] sees the answer; ticks End-to-end tests, writes Other "Manual smoke test", submits'],
+        },
+    )
+    assert f"questionnaireId={qid}" in transcript
+    if os.environ.get("QBROKER_WRITE_TRANSCRIPTS") == "1":
+        write_transcript(transcript)
+
+
+async def test_pi_terminated_mid_wait_aborts_the_questionnaire(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """SIGTERM while the person is answering: pi shuts down, and on its way out the extension
+    ends the questionnaire as the agent, so the person is not left answering for nobody."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        async with person(live_broker.ws_url, sid) as someone:
+            run = await home.start(PROMPT, env=home.env(**connected(live_broker, sid)))
+            runs.append(run)
+            question = await someone.wait_for("question", timeout=30)
+            await run.wait_for(lambda e: e.get("type") == "tool_execution_start", "the tool call")
+            await run.terminate(signal.SIGTERM)
+            closed = await someone.wait_for("closed")
+    assert (closed["status"], closed.get("reason")) == ("cancelled", "aborted")
+    details = (await broker_result(live_broker, sid, question["questionnaireId"]))["details"]
+    assert (details["status"], details["cancellationReason"]) == ("cancelled", "aborted")
+
+
+async def test_pis_abort_ends_the_questionnaire_and_the_model_reads_so(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """Pi's own abort (Escape in the TUI; ``abort`` in RPC mode) reaches the tool as its
+    signal: the extension ends the questionnaire and returns the broker's result for it."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        async with person(live_broker.ws_url, sid) as someone:
+            run = await home.start(PROMPT, env=home.env(**connected(live_broker, sid)), rpc=True)
+            runs.append(run)
+            question = await someone.wait_for("question", timeout=30)
+            await run.send({"type": "abort"})
+            closed = await someone.wait_for("closed")
+            end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert (closed["status"], closed.get("reason")) == ("cancelled", "aborted")
+    assert end["isError"] is False, end
+    text = end["result"]["content"][0]["text"]
+    assert text.startswith(f"QUESTIONNAIRE_CANCELLED questionnaireId={question['questionnaireId']} revision=0"), text
+    assert end["result"]["details"]["cancellationReason"] == "aborted"
+
+
+def refused_start() -> dict[str, Any]:
+    """Valid for the schema, refused by the broker: selection bounds on a single question."""
+    return {"action": "start", "questions": [{**QUESTIONS[0], "minSelections": 1}]}
+
+
+@pytest.mark.parametrize(
+    ("case", "expected"),
+    [
+        pytest.param(
+            "refused", r'questionnaire: question "deploy_target": .*\(error code: invalid_arguments\)$', id="refused"
+        ),
+        pytest.param(
+            "not_configured",
+            r"qbroker is not configured\. Set QBROKER_URL .*QBROKER_SESSION .*QBROKER_TOKEN ",
+            id="not-configured",
+        ),
+        pytest.param(
+            "unreachable",
+            r"cannot reach the broker at http://127\.0\.0\.1:\d+ \(ECONNREFUSED\) after 3 attempt\(s\)$",
+            id="unreachable",
+        ),
+    ],
+)
+async def test_a_call_that_cannot_be_made_is_a_tool_error_the_model_reads(
+    case: str, expected: str, modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    sid = new_sid("pi")
+    settings = {
+        "refused": connected(live_broker, sid),
+        "not_configured": {},
+        "unreachable": {"url": f"http://127.0.0.1:{free_port()}", "session": sid, "token": "t", "retries": "2"},
+    }[case]
+    tool_input = refused_start() if case == "refused" else START
+
+    def model_turn(messages: list[Message]) -> Turn:
+        if messages[-1]["role"] == "user":
+            return Turn(tool_calls=(ToolCall("questionnaire", tool_input),))
+        return Turn(text="I will fix that and ask again.")
+
+    with ScriptedModel(model_turn) as model:
+        home = PiHome(tmp, model, modules)
+        run = await home.start(PROMPT, env=home.env(**settings))
+        runs.append(run)
+        await run.finish()
+    ends = tool_ends(run)
+    assert len(ends) == 1, run.summary()
+    assert ends[0]["isError"] is True, ends[0]
+    message = ends[0]["result"]["content"][0]["text"]
+    assert re.search(expected, message), message
+    assert [text_of(m) for m in model.tool_results()] == [message]  # the model read the same words
+
+
+@pytest.mark.parametrize("route", ["pi-install", "extensions-folder"])
+async def test_installed_the_documented_ways_pi_loads_the_tool(
+    route: str, modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """docs/agents.md's one-command installs, offline: ``pi install <path>`` (a Pi package
+    by path) and a copy into the agent's extensions folder; pi then runs without ``-e``."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        if route == "pi-install":
+            home.run_command("install", str(PI_PACKAGE))
+            assert str(PI_PACKAGE) in home.run_command("list")
+        else:
+            shutil.copytree(
+                PI_PACKAGE, home.agent_dir / "extensions" / "qbroker", ignore=shutil.ignore_patterns("node_modules")
+            )
+        async with person(live_broker.ws_url, sid) as someone:
+            run = await home.start(PROMPT, env=home.env(**connected(live_broker, sid)), extensions=())
+            runs.append(run)
+            question = await someone.wait_for("question", timeout=30)
+            await someone.cancel(question)
+            await someone.wait_for("closed")
+        await run.finish()
+    ends = tool_ends(run)
+    assert len(ends) == 1 and ends[0]["isError"] is False, run.summary()
+    assert ends[0]["result"]["details"]["cancellationReason"] == "user_cancelled"
+
+
+async def test_pis_tui_shows_the_answers_as_labels_with_their_ids(
+    modules: Path, live_broker: BrokerProcess, tmp: Path
+) -> None:
+    """Interactive pi in a tmux pane: the tool's own renderer draws the call and the result
+    (a renderer that throws would fall back to the raw text, so this is its only proof)."""
+    tmux = shutil.which("tmux")
+    need(tmux is not None, "tmux is not installed")
+    assert tmux is not None
+    sid = new_sid("pi")
+    socket = f"qbroker-pi-{os.getpid()}-{sid}"
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        settings = {**home.env(**connected(live_broker, sid)), "TERM": "xterm-256color"}
+        del settings["NO_COLOR"]
+        argv = [str(a) for a in home.command(extensions=(EXTENSION,))] + [PROMPT]
+        command = "env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in settings.items())
+        command += " " + " ".join(shlex.quote(a) for a in argv)
+        env = {"PATH": os.environ.get("PATH", ""), "TMUX_TMPDIR": str(tmp), "LANG": "C.UTF-8"}
+
+        def tmux_run(*args: str) -> str:
+            done = subprocess.run([tmux, "-L", socket, *args], capture_output=True, text=True, timeout=10, env=env)
+            assert done.returncode == 0, done.stderr
+            return done.stdout
+
+        def screen_shows(*texts: str) -> str | None:
+            screen = tmux_run("capture-pane", "-p", "-J", "-t", "main")
+            return screen if all(t in screen for t in texts) else None
+
+        async def wait_for_screen(*texts: str) -> str:
+            try:
+                return str(await eventually(lambda: screen_shows(*texts), timeout=30, interval=0.1))
+            except AssertionError:
+                raise AssertionError(
+                    f"pi never showed {texts}:\n{tmux_run('capture-pane', '-p', '-t', 'main')}"
+                ) from None
+
+        tmux_run("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(home.cwd), command)
+        try:
+            async with person(live_broker.ws_url, sid) as someone:
+                question = await someone.wait_for("question", timeout=30)
+                await wait_for_screen("questionnaire 2 questions (Target, Pre-flight checks)", "waiting for the user")
+                await someone.answer(question, ["production"])
+                question = await someone.wait_for("question", where=lambda f: f["index"] == 1)
+                await someone.answer(question, ["unit", "e2e"], other="Manual smoke test")
+                await someone.wait_for("closed")
+            await wait_for_screen(
+                "✓ completed · 2 of 2 answered",
+                "Target [deploy_target]: Production [production]",
+                'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
+            )
+        finally:
+            subprocess.run([tmux, "-L", socket, "kill-server"], capture_output=True, timeout=10, env=env)
+
+
+# --- the transcript in docs/agents.md -------------------------------------------------
+
+
+def render_transcript(events: list[dict[str, Any]], person: dict[int, list[str]]) -> str:
+    """The run as a reader follows it: the prompt, each model message, each tool call with
+    its arguments and the result pi handed back, from pi's own JSON event stream; and what
+    the person did while each call waited (``person``, by the call's index)."""
+    lines = [f'$ pi -e clients/pi/questionnaire.ts --mode json -p "{PROMPT}"', ""]
+    calls = 0
+    for event in events:
+        kind = event.get("type")
+        if kind == "message_end" and event["message"].get("role") == "assistant":
+            for part in event["message"].get("content", []):
+                if part.get("type") == "text" and part.get("text"):
+                    lines += [f"[assistant] {part['text']}", ""]
+        elif kind == "tool_execution_start":
+            lines += [f"[tool call] {event['toolName']} {json.dumps(event['args'], ensure_ascii=False)}", ""]
+            lines += [*(f"    {action}" for action in person.get(calls, [])), ""] if person.get(calls) else []
+            calls += 1
+        elif kind == "tool_execution_end":
+            label = "[tool error]" if event["isError"] else "[tool result]"
+            text = "\n".join(p.get("text", "") for p in event["result"].get("content", []))
+            lines += [f"{label} {text}", ""]
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def write_transcript(transcript: str) -> None:
+    doc = DOCS_AGENTS.read_text(encoding="utf-8")
+    start, end = doc.index(TRANSCRIPT_START), doc.index(TRANSCRIPT_END)
+    block = f"{TRANSCRIPT_START}\n```text\n{transcript}```\n{TRANSCRIPT_END}"
+    DOCS_AGENTS.write_text(doc[:start] + block + doc[end + len(TRANSCRIPT_END) :], encoding="utf-8")
+
+
+def test_docs_agents_md_has_a_place_for_the_transcript() -> None:
+    doc = DOCS_AGENTS.read_text(encoding="utf-8")
+    assert doc.count(TRANSCRIPT_START) == 1 and doc.count(TRANSCRIPT_END) == 1
+    assert doc.index(TRANSCRIPT_START) < doc.index(TRANSCRIPT_END)
