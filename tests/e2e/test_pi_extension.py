@@ -461,7 +461,8 @@ def render_transcript(events: list[dict[str, Any]], person: dict[int, list[str]]
     """The run as a reader follows it: the prompt, each model message, each tool call with
     its arguments and the result pi handed back, from pi's own JSON event stream; and what
     the person did while each call waited (``person``, by the call's index)."""
-    lines = [f'$ pi -e clients/pi/questionnaire.ts --mode json -p "{PROMPT}"', ""]
+    command = "pi --offline --no-session --model scripted/scripted -e clients/pi/questionnaire.ts --mode json -p"
+    lines = [f'$ {command} "{PROMPT}"', ""]
     calls = 0
     for event in events:
         kind = event.get("type")

@@ -10,6 +10,11 @@
 - ``samples``: session ids, questions and tool inputs.
 - ``machine``: questionnaires built and driven through the pure state machine, and its
   transition assertions (the core's unit tests).
+- ``npm``: Node programs from a lockfile in the repository (``npm ci``, cached outside the tree).
+- ``fake_model``: ``ScriptedModel``, an OpenAI-compatible chat-completions server whose turns
+  a test scripts, keeping every request (what an agent program sent its model).
+- ``pi``: the real Pi coding agent, isolated (``HOME``, ``PI_CODING_AGENT_DIR``, ``TMPDIR``)
+  and offline, run in JSON/RPC mode with its event stream collected.
 
 Fixtures shared by every level are in ``tests/conftest.py``.
 """
