@@ -14,4 +14,5 @@ keeps it so.
 - ``availability``: when a questionnaire nobody attends becomes unavailable.
 - ``status``: the websocket close codes and reasons.
 - ``wire``: the session id's alphabet and length (pattern, check, the rule for messages).
+- ``secret_shapes``: what a pasted credential looks like (the secrets guard's one list).
 """

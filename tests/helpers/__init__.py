@@ -8,6 +8,8 @@
 - ``protocol``: the docs/protocol.md suite's deployments, its ``Agent`` and the assertions
   on tool results, pending answers and errors.
 - ``samples``: session ids, questions and tool inputs.
+- ``secret_texts``: the secrets guard's table of texts and the rule each must match, shared
+  with the page's Node tests (``secret_texts.json``).
 - ``machine``: questionnaires built and driven through the pure state machine, and its
   transition assertions (the core's unit tests).
 - ``npm``: Node programs from a lockfile in the repository (``npm ci``, cached outside the tree).
