@@ -166,6 +166,8 @@ export class BrokerClient {
 	/** Send a tool input exactly as the model wrote it; return the outcome's tool result. */
 	async call(input: Record<string, unknown>, options: CallOptions = {}): Promise<ToolResult> {
 		const { signal, onPending } = options;
+		// Aborted before anything was sent: nothing to start, nothing to end.
+		if (signal?.aborted) throw new BrokerError("questionnaire: aborted before it was sent", "aborted");
 		const isStart = input.action === "start";
 		const key = isStart ? (options.idempotencyKey ?? randomUUID()) : undefined;
 		// What to end if Pi aborts: the resumed questionnaire, or whatever the start created.

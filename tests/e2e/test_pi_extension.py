@@ -35,6 +35,7 @@ from tests.helpers.clients import person
 from tests.helpers.fake_model import Message, ScriptedModel, ToolCall, Turn, text_of
 from tests.helpers.pi import EXTENSION, PI_PACKAGE, PiHome, PiRun, pi_modules
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, need, token
+from tests.helpers.protocol import resume_for
 from tests.helpers.samples import new_sid
 from tests.helpers.waiting import eventually
 
@@ -42,36 +43,11 @@ DOCS_AGENTS = REPO_ROOT / "docs" / "agents.md"
 TRANSCRIPT_START, TRANSCRIPT_END = "<!-- pi-transcript:start -->", "<!-- pi-transcript:end -->"
 
 PROMPT = "Ship the release: ask me where it goes and which checks must pass first."
-QUESTIONS: list[dict[str, Any]] = [
-    {
-        "id": "deploy_target",
-        "label": "Target",
-        "prompt": "Which environment should this release go to?",
-        "type": "single",
-        "options": [
-            {"id": "staging", "label": "Staging"},
-            {"id": "production", "label": "Production", "description": "Requires an approved release window"},
-        ],
-        "allowOther": False,
-    },
-    {
-        "id": "checks",
-        "label": "Pre-flight checks",
-        "prompt": "Which checks must pass before the deploy?",
-        "type": "multi",
-        "options": [
-            {"id": "unit", "label": "Unit tests"},
-            {"id": "e2e", "label": "End-to-end tests"},
-            {"id": "lint", "label": "Lint and types"},
-        ],
-        "minSelections": 1,
-        "maxSelections": 3,
-    },
-]
-START = {"action": "start", "questions": QUESTIONS}
+# The seed's example, the same as docs/agents.md's worked example.
+START: dict[str, Any] = json.loads((REPO_ROOT / "examples" / "deploy.json").read_text())
+QUESTIONS: list[dict[str, Any]] = START["questions"]
 ASKED = "Do the e2e tests run against production or staging?"
 EXPLAINED = "The e2e suite runs against staging before every production deploy; it never touches production."
-FIRST_LINE = re.compile(r"^(QUESTIONNAIRE_[A-Z_]+) questionnaireId=(\S+) revision=(\d+)")
 
 
 def release_manager(messages: list[Message]) -> Turn:
@@ -81,16 +57,10 @@ def release_manager(messages: list[Message]) -> Turn:
     if last["role"] == "user":
         return Turn(text="I'll ask you both things at once.", tool_calls=(ToolCall("questionnaire", START),))
     if last["role"] == "tool":
-        head = FIRST_LINE.match(text_of(last))
-        if head and head[1] == "QUESTIONNAIRE_NEEDS_CLARIFICATION":
-            resume = {
-                "action": "resume",
-                "questionnaireId": head[2],
-                "revision": int(head[3]),
-                "clarificationResponse": EXPLAINED,
-            }
+        resume = resume_for(text_of(last), EXPLAINED)
+        if resume is not None:
             return Turn(text=EXPLAINED, tool_calls=(ToolCall("questionnaire", resume),))
-        if head and head[1] == "QUESTIONNAIRE_COMPLETED":
+        if text_of(last).startswith("QUESTIONNAIRE_COMPLETED "):
             return Turn(text="Deploying to production once the unit and end-to-end tests and your smoke test pass.")
     return Turn(text="Understood.")
 

@@ -202,6 +202,16 @@ class ToolResult:
         return None
 
 
+def resume_for(text: str, response: str) -> dict[str, Any] | None:
+    """What a model sends after a tool-result ``text``: the resume of the questionnaire it
+    names, with ``response``, when it is QUESTIONNAIRE_NEEDS_CLARIFICATION; else None.
+    (Scripted models in tests that drive agent programs.)"""
+    head = FIRST_LINE.match(text)
+    if head is None or MARKER_STATUS.get(head[1]) != "needs_clarification":
+        return None
+    return resume_body(head[2], int(head[3]), response)
+
+
 def tool_result(response: httpx.Response) -> ToolResult:
     """Assert a 200 tool result of docs/protocol.md's shape; return its parts."""
     assert response.status_code == 200, f"expected 200, got {response.status_code}: {response.text}"

@@ -20,10 +20,10 @@ from langchain_core.outputs import ChatGeneration, ChatResult
 
 from tests.helpers.clients import person
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.protocol import resume_for
 from tests.helpers.samples import multi, new_sid, single
 
 EXAMPLE_HEADING = "### LangGraph"
-FIRST_LINE = re.compile(r"^(QUESTIONNAIRE_[A-Z_]+) questionnaireId=(\S+) revision=(\d+)")
 QUESTIONS = [single("deploy_target", ("staging", "production"), allowOther=False), multi("checks", minSelections=1)]
 EXPLAINED = "The e2e suite runs against staging."
 
@@ -59,14 +59,8 @@ class ScriptedChatModel(BaseChatModel):
         if not isinstance(last, ToolMessage):
             reply = AIMessage(content="", tool_calls=[{"name": "questionnaire", "args": self.first, "id": "call-1"}])
         else:
-            head = FIRST_LINE.match(str(last.content))
-            if head and head[1] == "QUESTIONNAIRE_NEEDS_CLARIFICATION":
-                resume = {
-                    "action": "resume",
-                    "questionnaireId": head[2],
-                    "revision": int(head[3]),
-                    "clarificationResponse": EXPLAINED,
-                }
+            resume = resume_for(str(last.content), EXPLAINED)
+            if resume is not None:
                 reply = AIMessage(
                     content=EXPLAINED, tool_calls=[{"name": "questionnaire", "args": resume, "id": "call-2"}]
                 )

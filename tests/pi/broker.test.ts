@@ -202,6 +202,14 @@ test("abort before the start's answer re-sends the start with its key to learn w
 	assert.equal(sent[0].body, sent[1].body);
 });
 
+test("a call aborted before it starts sends nothing", async () => {
+	const { io, sent } = scripted();
+	const controller = new AbortController();
+	controller.abort();
+	await assert.rejects(new BrokerClient(SETTINGS, io).call(START, { signal: controller.signal }), { code: "aborted" });
+	assert.equal(sent.length, 0);
+});
+
 test("abort of a resume ends the questionnaire it names", async () => {
 	const aborted = result("cancelled", { cancellationReason: "aborted" });
 	const { io, sent } = scripted("hang", { status: 200, body: aborted });
