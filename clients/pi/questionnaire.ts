@@ -15,8 +15,9 @@
  * what to set.
  *
  * Ending: Pi's abort (Escape) ends the questionnaire as the agent (`cancelled` / `aborted`)
- * and returns that result. So does pi quitting mid-call (Ctrl+C, SIGTERM, SIGHUP): nobody
- * could ever read those answers, so the person is not left answering into the void.
+ * and returns that result. So does pi quitting mid-call (Ctrl+D, SIGTERM, SIGHUP: Pi emits
+ * session_shutdown and waits for it): nobody could ever read those answers, so the person is
+ * not left answering into the void.
  */
 
 import { readFileSync } from "node:fs";

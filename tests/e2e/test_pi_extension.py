@@ -18,7 +18,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import shlex
 import shutil
 import signal
 import subprocess
@@ -33,11 +32,10 @@ import pytest
 from clients.mcp.server import tool_json
 from tests.helpers.clients import person
 from tests.helpers.fake_model import Message, ScriptedModel, ToolCall, Turn, text_of
-from tests.helpers.pi import EXTENSION, PI_PACKAGE, PiHome, PiRun, pi_modules
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, need, token
+from tests.helpers.pi import PI_PACKAGE, PiHome, PiRun, PiTerminal, pi_modules
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, token
 from tests.helpers.protocol import resume_for
 from tests.helpers.samples import new_sid
-from tests.helpers.waiting import eventually
 
 DOCS_AGENTS = REPO_ROOT / "docs" / "agents.md"
 TRANSCRIPT_START, TRANSCRIPT_END = "<!-- pi-transcript:start -->", "<!-- pi-transcript:end -->"
@@ -370,58 +368,51 @@ async def test_installed_the_documented_ways_pi_loads_the_tool(
     assert ends[0]["result"]["details"]["cancellationReason"] == "user_cancelled"
 
 
+@pytest.fixture
+def terminals() -> Iterator[list[PiTerminal]]:
+    opened: list[PiTerminal] = []
+    yield opened
+    for terminal in opened:
+        terminal.close()
+
+
 async def test_pis_tui_shows_the_answers_as_labels_with_their_ids(
-    modules: Path, live_broker: BrokerProcess, tmp: Path
+    modules: Path, live_broker: BrokerProcess, tmp: Path, terminals: list[PiTerminal]
 ) -> None:
     """Interactive pi in a tmux pane: the tool's own renderer draws the call and the result
     (a renderer that throws would fall back to the raw text, so this is its only proof)."""
-    tmux = shutil.which("tmux")
-    need(tmux is not None, "tmux is not installed")
-    assert tmux is not None
     sid = new_sid("pi")
-    socket = f"qbroker-pi-{os.getpid()}-{sid}"
     with ScriptedModel(only_start) as model:
-        home = PiHome(tmp, model, modules)
-        settings = {**home.env(**connected(live_broker, sid)), "TERM": "xterm-256color"}
-        del settings["NO_COLOR"]
-        argv = [str(a) for a in home.command(extensions=(EXTENSION,))] + [PROMPT]
-        command = "env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in settings.items())
-        command += " " + " ".join(shlex.quote(a) for a in argv)
-        env = {"PATH": os.environ.get("PATH", ""), "TMUX_TMPDIR": str(tmp), "LANG": "C.UTF-8"}
+        terminal = PiTerminal(PiHome(tmp, model, modules), connected(live_broker, sid), PROMPT)
+        terminals.append(terminal)
+        async with person(live_broker.ws_url, sid) as someone:
+            question = await someone.wait_for("question", timeout=30)
+            await terminal.wait_for("questionnaire 2 questions (Target, Pre-flight checks)", "waiting for the user")
+            await someone.answer(question, ["production"])
+            question = await someone.wait_for("question", where=lambda f: f["index"] == 1)
+            await someone.answer(question, ["unit", "e2e"], other="Manual smoke test")
+            await someone.wait_for("closed")
+        await terminal.wait_for(
+            "✓ completed · 2 of 2 answered",
+            "Target [deploy_target]: Production [production]",
+            'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
+        )
 
-        def tmux_run(*args: str) -> str:
-            done = subprocess.run([tmux, "-L", socket, *args], capture_output=True, text=True, timeout=10, env=env)
-            assert done.returncode == 0, done.stderr
-            return done.stdout
 
-        def screen_shows(*texts: str) -> str | None:
-            screen = tmux_run("capture-pane", "-p", "-J", "-t", "main")
-            return screen if all(t in screen for t in texts) else None
-
-        async def wait_for_screen(*texts: str) -> str:
-            try:
-                return str(await eventually(lambda: screen_shows(*texts), timeout=30, interval=0.1))
-            except AssertionError:
-                raise AssertionError(
-                    f"pi never showed {texts}:\n{tmux_run('capture-pane', '-p', '-t', 'main')}"
-                ) from None
-
-        tmux_run("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(home.cwd), command)
-        try:
-            async with person(live_broker.ws_url, sid) as someone:
-                question = await someone.wait_for("question", timeout=30)
-                await wait_for_screen("questionnaire 2 questions (Target, Pre-flight checks)", "waiting for the user")
-                await someone.answer(question, ["production"])
-                question = await someone.wait_for("question", where=lambda f: f["index"] == 1)
-                await someone.answer(question, ["unit", "e2e"], other="Manual smoke test")
-                await someone.wait_for("closed")
-            await wait_for_screen(
-                "✓ completed · 2 of 2 answered",
-                "Target [deploy_target]: Production [production]",
-                'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
-            )
-        finally:
-            subprocess.run([tmux, "-L", socket, "kill-server"], capture_output=True, timeout=10, env=env)
+async def test_escape_in_pis_tui_aborts_the_questionnaire(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, terminals: list[PiTerminal]
+) -> None:
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        terminal = PiTerminal(PiHome(tmp, model, modules), connected(live_broker, sid), PROMPT)
+        terminals.append(terminal)
+        async with person(live_broker.ws_url, sid) as someone:
+            await someone.wait_for("question", timeout=30)
+            await terminal.wait_for("waiting for the user")
+            terminal.keys("Escape")
+            closed = await someone.wait_for("closed")
+        assert (closed["status"], closed.get("reason")) == ("cancelled", "aborted")
+        await terminal.wait_for("✗ cancelled · aborted by the agent")
 
 
 # --- the transcript in docs/agents.md -------------------------------------------------

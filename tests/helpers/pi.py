@@ -7,7 +7,8 @@ scripted model (``tests.helpers.fake_model``), with the qbroker extension.
 ``openai-completions`` provider) and ``TMPDIR``, all under ``tmp``, so nothing of the
 machine's own Pi set-up is read or written. ``home.start(...)`` runs pi with no stdin (or a
 pipe, in RPC mode) and collects its JSON event stream; success is judged on those events
-(``tool_execution_end``'s ``isError``), not on pi's exit status.
+(``tool_execution_end``'s ``isError``), not on pi's exit status. ``PiTerminal`` runs the
+interactive pi in a tmux pane of its own, for what only its TUI shows.
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ import asyncio
 import contextlib
 import json
 import os
+import shlex
+import shutil
 import signal
 import subprocess
 from collections.abc import Callable, Sequence
@@ -25,7 +28,8 @@ from typing import Any
 
 from tests.helpers.fake_model import ScriptedModel
 from tests.helpers.npm import npm_install
-from tests.helpers.processes import REPO_ROOT
+from tests.helpers.processes import REPO_ROOT, need
+from tests.helpers.waiting import eventually
 
 PI_PACKAGE = REPO_ROOT / "clients" / "pi"
 EXTENSION = PI_PACKAGE / "questionnaire.ts"
@@ -236,3 +240,51 @@ class PiRun:
     def summary(self) -> str:
         kinds = ", ".join(str(event.get("type")) for event in self.events[-40:])
         return f"events: {kinds}\nstderr: {self.stderr[-3000:]}"
+
+
+class PiTerminal:
+    """Interactive pi in a detached 120x40 tmux pane (its own tmux server, under ``home``'s
+    folder), for what only Pi's TUI shows: the tool's renderers, its keys."""
+
+    def __init__(self, home: PiHome, qbroker: dict[str, str], prompt: str) -> None:
+        tmux = shutil.which("tmux")
+        need(tmux is not None, "tmux is not installed")
+        assert tmux is not None
+        self.tmux_binary = tmux
+        self.socket = f"qbroker-pi-{os.getpid()}-{id(self):x}"
+        self.tmux_env = {"PATH": os.environ.get("PATH", ""), "TMUX_TMPDIR": str(home.tmp), "LANG": "C.UTF-8"}
+        settings = {**home.env(**qbroker), "TERM": "xterm-256color"}
+        del settings["NO_COLOR"]
+        command = "env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in settings.items())
+        command += " " + " ".join(shlex.quote(a) for a in [*home.command(), prompt])
+        self.tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(home.cwd), command)
+
+    def tmux(self, *args: str) -> str:
+        done = subprocess.run(
+            [self.tmux_binary, "-L", self.socket, *args], capture_output=True, text=True, timeout=10, env=self.tmux_env
+        )
+        assert done.returncode == 0, f"tmux {' '.join(args)}: {done.stderr}"
+        return done.stdout
+
+    def screen(self) -> str:
+        return self.tmux("capture-pane", "-p", "-J", "-t", "main")
+
+    async def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
+        """The screen, once it shows every one of ``texts``."""
+
+        def shows() -> str | None:
+            screen = self.screen()
+            return screen if all(t in screen for t in texts) else None
+
+        try:
+            return str(await eventually(shows, timeout=timeout, interval=0.1))
+        except AssertionError:
+            raise AssertionError(f"pi never showed {texts}; it shows:\n{self.screen()}") from None
+
+    def keys(self, *keys: str) -> None:
+        self.tmux("send-keys", "-t", "main", *keys)
+
+    def close(self) -> None:
+        subprocess.run(
+            [self.tmux_binary, "-L", self.socket, "kill-server"], capture_output=True, timeout=10, env=self.tmux_env
+        )
