@@ -252,7 +252,7 @@ class ClientConnection:
             frame = frames.parse_client_frame(frames.decode(payload, self.codec))
         except BrokerError as exc:
             broker.metrics.errors.labels(exc.code).inc()
-            self.deliver(Encoded(frames.error(exc.code, exc.message, exc.ref)))
+            self.deliver(Encoded(frames.refusal(exc)))
             return
         broker.metrics.frame_count[frames.frame_type(frame)].inc()
         if isinstance(frame, frames.Ping):

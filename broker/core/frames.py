@@ -27,6 +27,7 @@ from broker.core.machine import (
     Questionnaire,
     Selection,
 )
+from broker.core.secret_shapes import SecretRule, looks_like_secret
 
 PROTOCOL_VERSION: Final = 1
 Codec = Literal["json", "msgpack"]
@@ -118,10 +119,13 @@ _COMMON: Final = frozenset({"type", "ref"})
 # The keys each frame may carry (beside the common ones, where they apply).
 _HELLO_KEYS: Final = _COMMON | {"token", "client"}
 _HELLO_CLIENT_KEYS: Final = frozenset({"kind", "name"})
+# The person saw that a text looks like a credential and chose to send it (docs/protocol.md,
+# "Pasted secrets"): the frames that carry texts may say so.
+CONFIRMED_NOT_SECRET: Final = "confirmedNotSecret"
 _SELECTION_KEYS: Final = frozenset({"selectedOptionIds", "other"})
-_DRAFT_KEYS: Final = _COMMON | {"questionnaireId", "step"} | _SELECTION_KEYS
+_DRAFT_KEYS: Final = _COMMON | {"questionnaireId", "step", CONFIRMED_NOT_SECRET} | _SELECTION_KEYS
 _ANSWER_KEYS: Final = _DRAFT_KEYS | {"questionId"}
-_CLARIFY_KEYS: Final = _COMMON | {"questionnaireId", "step", "request", "draft"}
+_CLARIFY_KEYS: Final = _COMMON | {"questionnaireId", "step", "request", "draft", CONFIRMED_NOT_SECRET}
 _CANCEL_KEYS: Final = _COMMON | {"questionnaireId", "step"}
 _COMMAND_TYPES: Final[dict[type, str]] = {
     Draft: "draft",
@@ -185,29 +189,29 @@ def _ping(value: Mapping[str, Any], ref: object) -> Ping:
 
 def _draft(value: Mapping[str, Any], ref: object) -> CommandFrame:
     _only(value, _DRAFT_KEYS, "draft")
-    return CommandFrame(
-        Draft(
-            _field(value, "questionnaireId", str, "draft"),
-            _step(value, "draft"),
-            _option_ids(value, "draft"),
-            _other(value, "draft"),
-        ),
-        ref,
+    draft = Draft(
+        _field(value, "questionnaireId", str, "draft"),
+        _step(value, "draft"),
+        _option_ids(value, "draft"),
+        _other(value, "draft"),
     )
+    if not _confirmed(value, "draft"):
+        _guard(draft.other, "other", "the Other text")
+    return CommandFrame(draft, ref)
 
 
 def _answer(value: Mapping[str, Any], ref: object) -> CommandFrame:
     _only(value, _ANSWER_KEYS, "answer")
-    return CommandFrame(
-        AnswerQuestion(
-            _field(value, "questionnaireId", str, "answer"),
-            _step(value, "answer"),
-            _field(value, "questionId", str, "answer"),
-            _option_ids(value, "answer"),
-            _other(value, "answer"),
-        ),
-        ref,
+    answer = AnswerQuestion(
+        _field(value, "questionnaireId", str, "answer"),
+        _step(value, "answer"),
+        _field(value, "questionId", str, "answer"),
+        _option_ids(value, "answer"),
+        _other(value, "answer"),
     )
+    if not _confirmed(value, "answer"):
+        _guard(answer.other, "other", "the Other text")
+    return CommandFrame(answer, ref)
 
 
 def _clarify(value: Mapping[str, Any], ref: object) -> CommandFrame:
@@ -219,15 +223,17 @@ def _clarify(value: Mapping[str, Any], ref: object) -> CommandFrame:
             raise BrokerError("bad_frame", "clarify 'draft' must be a map", field="draft")
         _only(draft, _SELECTION_KEYS, "clarify draft")
         selection = Selection(_option_ids(draft, "clarify draft"), _other(draft, "clarify draft"))
-    return CommandFrame(
-        Clarify(
-            _field(value, "questionnaireId", str, "clarify"),
-            _step(value, "clarify"),
-            _field(value, "request", str, "clarify"),
-            selection,
-        ),
-        ref,
+    clarify = Clarify(
+        _field(value, "questionnaireId", str, "clarify"),
+        _step(value, "clarify"),
+        _field(value, "request", str, "clarify"),
+        selection,
     )
+    if not _confirmed(value, "clarify"):
+        _guard(clarify.request, "request", "the clarification request")
+        if selection is not None:
+            _guard(selection.other, "draft.other", "the draft's Other text")
+    return CommandFrame(clarify, ref)
 
 
 def _cancel(value: Mapping[str, Any], ref: object) -> CommandFrame:
@@ -301,6 +307,36 @@ def _other(value: Mapping[str, Any], what: str) -> str | None:
     return other
 
 
+def _confirmed(value: Mapping[str, Any], what: str) -> bool:
+    confirmed = value.get(CONFIRMED_NOT_SECRET, False)
+    if type(confirmed) is not bool:
+        raise BrokerError("bad_frame", f"{what} '{CONFIRMED_NOT_SECRET}' must be a boolean", field=CONFIRMED_NOT_SECRET)
+    return confirmed
+
+
+class LooksLikeSecret(BrokerError):
+    """A text of a client frame has the shape of a credential, and the person has not
+    confirmed it: the frame is refused (its ``rule`` and ``field`` go in the error frame).
+    The message names the rule, never the text."""
+
+    def __init__(self, rule: SecretRule, field: str, said: str) -> None:
+        super().__init__(
+            "looks_like_secret",
+            f"{said} looks like {rule.sentence}, so it was not sent. If the person confirms "
+            f'it is safe to give the agent, send it again with "{CONFIRMED_NOT_SECRET}": true.',
+            field=field,
+        )
+        self.rule = rule.code
+
+
+def _guard(text: str | None, field: str, said: str) -> None:
+    """Refuse ``text`` if it looks like a credential (only texts that are there are read)."""
+    if text:
+        rule = looks_like_secret(text)
+        if rule is not None:
+            raise LooksLikeSecret(rule, field, said)
+
+
 def _show(value: Any) -> str:
     try:
         text = repr(value)
@@ -328,6 +364,16 @@ def error(code: str, message: str, ref: object = None) -> dict[str, Any]:
     frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
     if ref is not None:
         frame["ref"] = ref
+    return frame
+
+
+def refusal(exc: BrokerError) -> dict[str, Any]:
+    """The ``error`` frame for a refused client frame: ``code``, ``message``, ``ref``, and for
+    a text that looks like a secret the ``rule`` it matched and the ``field`` that holds it."""
+    frame = error(exc.code, exc.message, exc.ref)
+    if isinstance(exc, LooksLikeSecret):
+        frame["rule"] = exc.rule
+        frame["field"] = exc.field
     return frame
 
 

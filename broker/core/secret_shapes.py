@@ -155,7 +155,7 @@ RULES: Final[tuple[SecretRule, ...]] = (
     _rule(
         "secret_assignment",
         "a password, secret or token given as name=value or name: value",
-        "(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:"
+        "(?:"
         + any_case(PAIR_NAMES)
         + ")[\"']?[ \\t]*([:=])[ \\t]*[\"']?([^"
         + SPACE
@@ -200,17 +200,50 @@ def looks_like_secret(text: str) -> SecretRule | None:
     return _find(text, decode=True)
 
 
+# Text each rule cannot match without (any one of them): a substring test is far cheaper than
+# a regular expression that may start at every position, and most texts hold none of these.
+# Only a shortcut: the verdict is the patterns' (the parity test would catch a wrong needle).
+_NEEDLES: Final[dict[str, tuple[str, ...]]] = {
+    "private_key": ("-----BEGIN ",),
+    "jwt": ("eyJ",),
+    "anthropic_api_key": ("sk-ant-",),
+    "openai_api_key": ("sk-",),
+    "stripe_key": ("k_live_", "k_test_"),
+    "github_token": ("ghp_", "gho_", "ghs_", "ghu_", "ghr_", "github_pat_"),
+    "gitlab_token": ("glpat-",),
+    "slack_token": ("xox",),
+    "slack_webhook": ("hooks.slack.com/services/",),
+    "aws_access_key": ("AKIA", "ASIA"),
+    "google_api_key": ("AIza",),
+    "npm_token": ("npm_",),
+    "huggingface_token": ("hf_",),
+    "authorization_header": ("Bearer", "Basic"),
+}
+_PAIR_SEPARATORS: Final = ("=", ":")
+_PAIR_NEEDLES: Final = ("pass", "secret", "token", "key")  # in the lower-cased text
+# Only these change anything when the entropy rule blanks out what it skips.
+_NOT_RANDOM_NEEDLES: Final = ("://", "ssh-", "ecdsa-", "-----BEGIN ")
+
+
 def _find(text: str, *, decode: bool) -> SecretRule | None:
     for rule, regex in _COMPILED:
-        if rule.code == "secret_assignment":
+        code = rule.code
+        needles = _NEEDLES.get(code)
+        if needles is not None:
+            if any(needle in text for needle in needles) and regex.search(text) is not None:
+                return rule
+        elif code == "secret_assignment":
+            if not any(sep in text for sep in _PAIR_SEPARATORS):
+                continue
+            lowered = text.lower()
+            if not any(needle in lowered for needle in _PAIR_NEEDLES):
+                continue
             if any(_secret_value(m.group(1), m.group(2)) for m in regex.finditer(text)):
                 return rule
-        elif rule.code == "random_word":
+        else:  # random_word
             found = _random_word(text, decode)
             if found is not None:
                 return found
-        elif regex.search(text) is not None:
-            return rule
     return None
 
 
@@ -227,9 +260,12 @@ def _secret_value(separator: str, value: str) -> bool:
 
 
 def _random_word(text: str, decode: bool) -> SecretRule | None:
-    if len(text) < LONG_WORD_MIN:
+    # Blanking out what is skipped only ever shortens words: no long word before, none after.
+    if len(text) < LONG_WORD_MIN or _LONG_WORD.search(text) is None:
         return None
-    for match in _LONG_WORD.finditer(_NOT_RANDOM.sub(" ", text)):
+    if any(needle in text for needle in _NOT_RANDOM_NEEDLES):
+        text = _NOT_RANDOM.sub(" ", text)
+    for match in _LONG_WORD.finditer(text):
         word = match.group(0)
         if not is_random_word(word):
             continue

@@ -109,7 +109,7 @@ export const RULES = Object.freeze([
   rule(
     "secret_assignment",
     "a password, secret or token given as name=value or name: value",
-    "(?<![A-Za-z0-9_.-])[A-Za-z0-9_.-]*(?:" +
+    "(?:" +
       anyCase(PAIR_NAMES) +
       ")[\"']?[ \\t]*([:=])[ \\t]*[\"']?([^" +
       SPACE +

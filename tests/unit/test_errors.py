@@ -26,7 +26,15 @@ def test_agent_api_codes_map_to_their_protocol_status(code: str, status: int) ->
 
 @pytest.mark.parametrize(
     "code",
-    ["bad_frame", "stale_step", "invalid_answer", "unknown_option", "other_not_allowed", "text_too_long"],
+    [
+        "bad_frame",
+        "stale_step",
+        "invalid_answer",
+        "unknown_option",
+        "other_not_allowed",
+        "text_too_long",
+        "looks_like_secret",
+    ],
 )
 def test_websocket_only_codes_never_become_a_server_error(code: str) -> None:
     assert code not in HTTP_STATUS

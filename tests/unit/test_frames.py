@@ -517,6 +517,7 @@ FRAME_KEYS = st.sampled_from(
         "draft",
         "kind",
         "name",
+        "confirmedNotSecret",
     ]
 )
 FRAME_TYPES = st.sampled_from(["hello", "ping", "draft", "answer", "clarify", "cancel", "bogus"])
