@@ -1,7 +1,9 @@
-"""The ASGI application: agent API, health, and the web client (the client websocket is broker/ws.py).
+"""The ASGI application: agent API, operator endpoints, health, and the web client (the client
+websocket is broker/ws.py).
 
-``BrokerApp`` sends the agent API's paths straight to ``broker/http.py`` and everything else
-(health, metrics, OpenAPI, the web client) to a Starlette app; it runs the lifespan itself.
+``BrokerApp`` sends the agent API's paths straight to ``broker/http.py``, the operator's to
+``broker/operator_api.py``, and everything else (health, metrics, OpenAPI, the web client) to
+a Starlette app; it runs the lifespan itself.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ from broker.config import Config
 from broker.metrics import CONTENT_TYPE
 from broker.notify.config import load_routes
 from broker.openapi import build_openapi
+from broker.operator_api import REVOCATIONS_PATH, OperatorAPI
 from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store, StoreUnavailable
@@ -65,6 +68,7 @@ class BrokerApp:
         self.broker = broker
         self.state = web.state  # ``app.state.broker``, as on the Starlette app
         self._agent_api = http.AgentAPI(broker)
+        self._operator_api = OperatorAPI(broker)
         self._web = web
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -72,6 +76,9 @@ class BrokerApp:
             route = http.match(scope["path"])
             if route is not None:
                 await self._agent_api(scope, receive, send, *route)
+                return
+            if scope["path"] == REVOCATIONS_PATH:
+                await self._operator_api(scope, receive, send)
                 return
             if scope["path"].startswith("/v1/"):
                 await http.unknown_endpoint(scope, send)

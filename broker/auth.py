@@ -156,9 +156,9 @@ def mint_token(secret: str, sid: str, role: Role, ttl: float | None = None, *, s
     if sub is not None and (problem := sub_problem(sub)) is not None:
         raise ValueError(problem)
     now = time.time()
-    # iat to the millisecond: a token minted just after a revocation of its holder ("every
-    # token issued before now") must not count as issued before it.
-    claims: dict[str, object] = {"sid": sid, "role": role, "iat": math.floor(now * 1000) / 1000}
+    # iat with its fraction (a NumericDate may have one): a token minted just after a
+    # revocation of its holder ("every token issued before now") is not issued before it.
+    claims: dict[str, object] = {"sid": sid, "role": role, "iat": now}
     claims["jti"] = uuid.uuid4().hex
     if sub is not None:
         claims["sub"] = sub

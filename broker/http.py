@@ -21,6 +21,9 @@ from broker.auth import Claims, valid_session_id
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import ResumeInput, StartInput, parse_tool_input
 from broker.core.wire import SESSION_ID_RULE
+from broker.replies import error_body as _error_body
+from broker.replies import header as _header
+from broker.replies import respond as _respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 
@@ -151,32 +154,10 @@ async def unknown_endpoint(scope: Scope, send: Send) -> None:
     message = (
         f"questionnaire: no such endpoint: {scope['method']} {scope['path']}; the agent API is "
         "POST /v1/sessions/{sid}/questionnaire and GET/DELETE /v1/sessions/{sid}/questionnaires/{id}, "
-        "the client websocket /v1/sessions/{sid}/ws (is the broker URL its base, with no path?)"
+        "the client websocket /v1/sessions/{sid}/ws, the operator's POST /v1/revocations (is the broker "
+        "URL its base, with no path?)"
     )
     await _respond(send, 404, _error_body("not_found", message), [])
-
-
-async def _respond(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
-    await send(
-        {
-            "type": "http.response.start",
-            "status": status,
-            "headers": [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra],
-        }
-    )
-    await send({"type": "http.response.body", "body": body})
-
-
-def _error_body(code: str, message: str) -> bytes:
-    return orjson.dumps({"error": {"code": code, "message": message}})
-
-
-def _header(headers: list[tuple[bytes, bytes]], name: bytes) -> str | None:
-    """The first value of header ``name`` (ASGI names are lower-case), as Starlette reads it."""
-    for key, value in headers:
-        if key == name:
-            return value.decode("latin-1")
-    return None
 
 
 # --- the query string ---------------------------------------------------------------------

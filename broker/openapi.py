@@ -1,4 +1,5 @@
-"""The agent API as an OpenAPI 3.1 document, served at ``GET /openapi.json``.
+"""The agent API (and the operator's ``POST /v1/revocations``) as an OpenAPI 3.1 document,
+served at ``GET /openapi.json``.
 
 Built from the same limits the validator enforces (broker.core.model), so the document cannot
 drift from them. It describes the wire contract of docs/protocol.md: the request bodies
@@ -190,7 +191,9 @@ def _pending() -> Schema:
     }
 
 
-def _error() -> Schema:
+def _error(prefix: str = "questionnaire") -> Schema:
+    """The API's error shape; the message starts with the endpoint's word (``questionnaire:``
+    on the agent API, ``revocations:`` on the operator's)."""
     return {
         "type": "object",
         "additionalProperties": False,
@@ -202,7 +205,7 @@ def _error() -> Schema:
                 "required": ["code", "message"],
                 "properties": {
                     "code": {"type": "string", "pattern": "^[a-z_]+$"},
-                    "message": {"type": "string", "pattern": "^questionnaire: "},
+                    "message": {"type": "string", "pattern": f"^{prefix}: "},
                 },
             }
         },
@@ -315,6 +318,21 @@ def build_openapi() -> dict[str, Any]:
                     },
                 },
             },
+            "/v1/revocations": {
+                "post": {
+                    "operationId": "revokeTokens",
+                    "summary": "Revoke one token (jti) or every token of a holder issued before now (sub).",
+                    "security": [{"adminToken": []}],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("RevocationRequest")}},
+                    },
+                    "responses": {
+                        "200": _json(_ref("Revocation"), "Revoked: every broker refuses the tokens within a second."),
+                        **{status: _json(_ref("RevocationError"), text) for status, text in _REVOCATION_ERRORS.items()},
+                    },
+                }
+            },
             "/healthz": {
                 "get": {
                     "operationId": "liveness",
@@ -353,7 +371,13 @@ def build_openapi() -> dict[str, Any]:
                     "bearerFormat": "JWT",
                     "description": "An agent token (role agent) whose sid covers the session: the session id, a"
                     " prefix pattern ('alice:*') or every session ('*').",
-                }
+                },
+                "adminToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "An admin token (role admin, sid '*'): the operator's.",
+                },
             },
             "schemas": {
                 "ToolInput": tool_input_schema(),
@@ -365,9 +389,63 @@ def build_openapi() -> dict[str, Any]:
                 "ToolResult": _tool_result(),
                 "Pending": _pending(),
                 "Error": _error(),
+                "RevocationRequest": _revocation_request(),
+                "RevocationError": _error("revocations"),
+                "Revocation": _revocation(),
             },
         },
         "security": [{"agentToken": []}],
+    }
+
+
+_REVOCATION_ERRORS: Final[dict[str, str]] = {
+    "400": "invalid_arguments: not exactly one of jti and sub, an unknown key, a bad jti, sub or exp.",
+    "401": "unauthorized: no token, a bad signature, an expired or revoked token.",
+    "403": "forbidden: a valid token that is not an admin token.",
+    "413": "payload_too_large: a body over 4 KiB.",
+    "503": "store_unavailable: Redis cannot be reached; retry.",
+}
+
+
+def _revocation_request() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "properties": {
+            "jti": {"type": "string", "minLength": 1, "maxLength": 256, "description": "A token's id."},
+            "sub": {
+                "type": "string",
+                "minLength": 1,
+                "maxLength": 128,
+                "description": "A holder: every token with this sub issued (iat) before now.",
+            },
+            "exp": {
+                "type": "number",
+                "minimum": 0,
+                "description": "The latest expiry of the tokens covered (Unix seconds): the revocation is kept until"
+                " then (default: for the longest lifetime a token may have, 100 years).",
+            },
+        },
+        "oneOf": [
+            {"required": ["jti"], "not": {"required": ["sub"]}},
+            {"required": ["sub"], "not": {"required": ["jti"]}},
+        ],
+        "description": "Exactly one of jti and sub; no control characters in either.",
+    }
+
+
+def _revocation() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["revokedAt", "keptUntil"],
+        "properties": {
+            "jti": {"type": "string"},
+            "sub": {"type": "string"},
+            "revokedAt": {"type": "number", "description": "The revocation's time (Unix seconds)."},
+            "keptUntil": {"type": "number", "description": "When it is dropped (Unix seconds)."},
+        },
+        "oneOf": [{"required": ["jti"]}, {"required": ["sub"]}],
     }
 
 

@@ -1,40 +1,50 @@
-"""``qbroker token``: mint a signed token from the command line.
+"""``qbroker token``: mint a signed token, or revoke tokens on a running broker.
 
 ``qbroker token --session S --role R [--sub NAME] [--ttl 30d|12h|never] [--json]`` signs an
 HS256 token with the broker's secret (``--secret``, else ``QBROKER_SECRET``, else the data
 dir's secret file, as ``qbroker serve`` finds it). ``--json`` prints ``{"token", "jti",
 "exp"}`` (``exp`` null for ``--ttl never``), so a script can keep the id it may revoke.
+
+``qbroker token revoke --url URL (--jti ID | --sub NAME) [--exp UNIX]`` calls ``POST
+/v1/revocations`` with an admin token: ``--token``/``QBROKER_TOKEN`` when it holds one, else
+one minted for the call (valid a minute) from the secret when this command has it; any
+other token is sent as it is (the broker then says why it refuses).
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+from typing import Any
 
 import jwt
 
 from broker.auth import DEFAULT_TTL, ROLES, mint_token, parse_ttl, weak_secret
 
+REVOKE_TOKEN_TTL = 60.0  # the admin token minted for one revocation call
+
 
 def configure(parser: argparse.ArgumentParser) -> None:
+    # --session and --role are required to mint; ``revoke`` takes neither (checked in run).
+    parser.usage = (
+        "%(prog)s --session S --role {agent,client,admin} [--sub NAME] [--ttl DURATION] [--json] [--secret SECRET]"
+        " [--data-dir DIR]\n       %(prog)s revoke --url URL (--jti ID | --sub NAME) [--exp UNIX] [...]"
+    )
     parser.add_argument(
         "--session",
-        required=True,
-        help="session id, a prefix pattern such as 'alice:*' (every session starting alice:), or '*' for every"
-        " session (an admin token's is always '*')",
+        help="(required) session id, a prefix pattern such as 'alice:*' (every session starting alice:), or"
+        " '*' for every session (an admin token's is always '*')",
     )
     parser.add_argument(
         "--role",
-        required=True,
         choices=ROLES,
-        help="who will present the token: an agent (HTTP API), a client (websocket), or an operator (admin)",
+        help="(required) who will present the token: an agent (HTTP API), a client (websocket), or an"
+        " operator (admin: the operator endpoints only)",
     )
     parser.add_argument(
-        "--sub",
-        default=None,
-        metavar="NAME",
-        help="who holds the token (a person or an agent's name, 1-128 characters)",
+        "--sub", default=None, metavar="NAME", help="who holds the token: a person or an agent's name (1-128 chars)"
     )
     parser.add_argument(
         "--ttl",
@@ -44,6 +54,35 @@ def configure(parser: argparse.ArgumentParser) -> None:
         f" that never expires (default: {DEFAULT_TTL}, 30 days)",
     )
     parser.add_argument("--json", action="store_true", help='print {"token", "jti", "exp"} as JSON')
+    _secret_options(parser)
+    parser.set_defaults(_token_parser=parser, action=None)
+    actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    revoke = actions.add_parser(
+        "revoke",
+        help="revoke one token (--jti) or every token of a holder issued before now (--sub) on a running broker",
+        description="Revoke tokens on a running broker (POST /v1/revocations, with an admin token).",
+    )
+    url = os.environ.get("QBROKER_URL")
+    revoke.add_argument(
+        "--url", default=url, required=url is None, help="the broker's base URL (default: $QBROKER_URL)"
+    )
+    which = revoke.add_mutually_exclusive_group(required=True)
+    which.add_argument("--jti", help="the id of the token to revoke (qbroker token --json prints it)")
+    which.add_argument("--sub", dest="revoke_sub", metavar="NAME", help="revoke every token of this holder")
+    revoke.add_argument(
+        "--exp",
+        type=float,
+        default=None,
+        metavar="UNIX",
+        help="the latest expiry of the tokens revoked (Unix seconds), after which the broker may forget the"
+        " revocation (default: it keeps it for the longest lifetime a token may have)",
+    )
+    revoke.add_argument("--token", default=None, help="an admin token (default: $QBROKER_TOKEN, else one minted)")
+    revoke.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the broker (default: 10)")
+    _secret_options(revoke)
+
+
+def _secret_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--secret",
         default=None,
@@ -53,6 +92,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.action == "revoke":
+        return run_revoke(args)
+    missing = [flag for flag, value in (("--session", args.session), ("--role", args.role)) if value is None]
+    if missing:
+        args._token_parser.error(f"the following arguments are required: {', '.join(missing)}")
     try:
         ttl = parse_ttl(args.ttl)
     except ValueError as exc:
@@ -74,6 +118,61 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(minted)
     return 0
+
+
+def run_revoke(args: argparse.Namespace) -> int:
+    import httpx
+
+    token = _admin_token(args)
+    if token is None:
+        print(
+            "qbroker token revoke: no admin token: set QBROKER_TOKEN to one (qbroker token --session '*' --role"
+            " admin), or QBROKER_SECRET (or --secret, --data-dir) to the broker's secret",
+            file=sys.stderr,
+        )
+        return 1
+    body: dict[str, Any] = {"jti": args.jti} if args.jti is not None else {"sub": args.revoke_sub}
+    if args.exp is not None:
+        body["exp"] = args.exp
+    url = args.url.rstrip("/") + "/v1/revocations"
+    try:
+        response = httpx.post(url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=args.timeout)
+    except httpx.HTTPError as exc:
+        print(f"qbroker token revoke: cannot reach {url}: {exc or type(exc).__name__}", file=sys.stderr)
+        return 1
+    try:
+        answer = response.json()
+    except ValueError:
+        answer = None
+    if response.status_code == 200 and isinstance(answer, dict):
+        print(json.dumps(answer))
+        return 0
+    error = answer.get("error") if isinstance(answer, dict) else None
+    if isinstance(error, dict):
+        print(f"qbroker token revoke: {error.get('code')}: {error.get('message')}", file=sys.stderr)
+    else:
+        print(f"qbroker token revoke: {url} answered {response.status_code}", file=sys.stderr)
+    return 1
+
+
+def _admin_token(args: argparse.Namespace) -> str | None:
+    """The given token when it is an admin's, else one minted from the secret when there is
+    one, else the given token (the broker says why it refuses it), else None."""
+    given = args.token or os.environ.get("QBROKER_TOKEN") or None
+    if given is not None and _role_of(given) == "admin":
+        return given
+    secret = signing_secret(args.secret, args.data_dir, generate=False)
+    if secret:
+        return mint_token(secret, "*", "admin", REVOKE_TOKEN_TTL)
+    return given
+
+
+def _role_of(token: str) -> object:
+    """The role a token says it has (unverified: the broker verifies it)."""
+    try:
+        return jwt.decode(token, options={"verify_signature": False}).get("role")
+    except jwt.PyJWTError:
+        return None
 
 
 def signing_secret(given: str | None, data_dir: str | None, *, generate: bool) -> str | None:

@@ -3,35 +3,57 @@
 The agent API, the client websocket and the operator endpoints call ``verify`` (a token
 and the role it is used as) and get the token's ``Claims``, or a ``BrokerError``
 ``unauthorized`` (401 / close 4401). A check is the signature, the claims, the expiry, the
-role and the revocations: all in memory on the agent API's hot path (an agent presents
-the same token on every call, so its signature is checked once, broker/auth.py).
+role and the revocations, all in memory on the agent API's hot path: an agent presents the
+same token on every call, so its signature is checked once (broker/auth.py), and the
+revocations are a set kept here.
+
+Revocations live in the store, so that every broker of a deployment honours them. Each
+broker reads the list's version every ``REFRESH_INTERVAL`` (one cheap read) and the whole
+list only when it changed (revocations are rare), so a revocation made on any broker holds
+on every other within about half a second, and no token check waits on the store. The
+broker that takes a revocation applies it at once.
 
 A connection that stays open after its check (a websocket) asks to be told when its token
-is revoked later (``watch``), and closes itself.
+is revoked later (``watch``), and closes itself (4401 "token revoked").
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import logging
 import time
 from collections.abc import Callable
+from typing import Final
 
 from broker.auth import Claims, Role, cached_hs256_claims, check_use, hs256_claims
 from broker.config import Config
 from broker.core.errors import BrokerError
+from broker.core.revocations import Revocation, Revoked, keep_until
+from broker.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("qbroker.tokens")
 
+REFRESH_INTERVAL: Final = 0.5  # seconds between two reads of the revocation list's version
+
 
 class Tokens:
-    """Verifies tokens against the broker's secret (and, later, revocations)."""
+    """Verifies tokens against the broker's secret and the revocations in the store."""
 
-    def __init__(self, config: Config, clock: Callable[[], float] = time.time) -> None:
+    def __init__(self, config: Config, store: Store, clock: Callable[[], float] = time.time) -> None:
         self._secret = config.secret or ""
+        self._store = store
         self._clock = clock
+        self._revoked = Revoked()
+        self._kept: list[Revocation] = []
+        self._version: str | None = None  # of the revocation list read last (None: never read)
         self._watchers: dict[int, tuple[Claims, Callable[[], None]]] = {}
         self._ids = itertools.count()
+        self._task: asyncio.Task[None] | None = None
+        self._store_was_down = False
+
+    # --- checks ------------------------------------------------------------------------
 
     async def verify(self, token: str, *, role: Role | None) -> Claims:
         """The claims of ``token`` used as ``role`` (None: any role, for a caller that
@@ -40,13 +62,13 @@ class Tokens:
             raise BrokerError("unauthorized", "missing token")
         claims = cached_hs256_claims(self._secret, token) if role == "agent" else hs256_claims(self._secret, token)
         check_use(claims, role, self._clock())
-        if self.revoked(claims):
+        if self._revoked.size and self._revoked.covers(claims.jti, claims.sub, claims.iat):
             raise BrokerError("unauthorized", "token revoked")
         return claims
 
     def revoked(self, claims: Claims) -> bool:
         """Whether a revocation covers the token with these claims (an in-memory lookup)."""
-        return False
+        return self._revoked.covers(claims.jti, claims.sub, claims.iat)
 
     def watch(self, claims: Claims, on_revoked: Callable[[], None]) -> Callable[[], None]:
         """Call ``on_revoked`` (once) if the token with ``claims`` is revoked while the caller
@@ -55,8 +77,35 @@ class Tokens:
         self._watchers[key] = (claims, on_revoked)
         return lambda: self._watchers.pop(key, None) and None
 
+    @property
+    def revocations_in_force(self) -> int:
+        return self._revoked.size
+
+    # --- revocations -------------------------------------------------------------------
+
+    async def revoke(self, *, jti: str | None = None, sub: str | None = None, exp: float | None = None) -> Revocation:
+        """Revoke the token ``jti``, or every token of holder ``sub`` issued before now;
+        kept until ``exp`` (the latest expiry of the tokens it covers) when given."""
+        now = self._clock()
+        revocation = Revocation(jti, sub, now, keep_until(now, exp))
+        await self._store.revoke(revocation, now)
+        await self.refresh()  # this broker at once; the others within REFRESH_INTERVAL
+        return revocation
+
+    async def refresh(self) -> None:
+        """Read the revocation list if it changed; close the connections it now covers."""
+        result = await self._store.revocations(self._version)
+        now = self._clock()
+        if result is None:
+            if now >= self._revoked.next_expiry:  # one of them is due to be dropped
+                self._revoked = Revoked(self._kept, now)
+            return
+        self._version, kept = result
+        self._kept = [revocation for revocation in kept if revocation.until > now]
+        self._revoked = Revoked(self._kept, now)
+        self._tell_revoked()
+
     def _tell_revoked(self) -> None:
-        """Close what uses a token that is revoked now (after the revocations changed)."""
         for key, (claims, on_revoked) in list(self._watchers.items()):
             if self.revoked(claims):
                 del self._watchers[key]
@@ -64,3 +113,34 @@ class Tokens:
                     on_revoked()
                 except Exception:
                     log.exception("closing a connection whose token was revoked failed")
+
+    # --- life cycle --------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Read the revocations (before the broker serves anything), then keep them fresh."""
+        await self.refresh()
+        self._task = asyncio.create_task(self._refreshing(), name="qbroker-revocations")
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+            self._task = None
+
+    async def _refreshing(self) -> None:
+        while True:
+            await asyncio.sleep(REFRESH_INTERVAL)
+            try:
+                await self.refresh()
+            except StoreUnavailable:
+                if not self._store_was_down:  # once per outage, not twice a second
+                    log.warning("revocations not refreshed: store unavailable; the last list read holds")
+                self._store_was_down = True
+                continue
+            except Exception:  # the loop must survive anything
+                log.exception("refreshing the revocations failed")
+                continue
+            if self._store_was_down:
+                log.info("revocations refreshed again")
+                self._store_was_down = False

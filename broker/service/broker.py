@@ -55,7 +55,7 @@ class Broker:
         self.clock = clock
         self.shutting_down = asyncio.Event()
         self.metrics = Metrics()
-        self.tokens = Tokens(config, clock)
+        self.tokens = Tokens(config, store, clock)
         self.fanout = Fanout(store, self.metrics, clock)
         self.hubs: dict[str, SessionHub] = self.fanout.hubs  # the fan-out's dict itself, not a copy
         self.writer = Writer(store, self.metrics, clock, self.hubs)
@@ -73,6 +73,7 @@ class Broker:
     async def start(self) -> None:
         self.waits.loop = asyncio.get_running_loop()
         await self.store.start(self.fanout.on_notice, self.fanout.on_reconnect)
+        await self.tokens.start()
         self.background.start()
         if self.notifier is not None:
             await self.notifier.start()
@@ -98,6 +99,7 @@ class Broker:
         await self.background.stop()
         if self.notifier is not None:
             await self.notifier.stop()
+        await self.tokens.stop()
         now = self.clock()
         for hub in list(self.hubs.values()):
             for client_id in list(hub.clients):

@@ -13,6 +13,10 @@ What a store keeps, per session (every Redis key carries the ``{sid}`` hash tag)
   process that has seen writes 1..n of a session knows whether a notice is write n + 1;
 - claims: names taken once across every broker (``claim``), each for a while: of several
   processes that see the same moment (a notification's trigger), exactly one acts on it;
+- revocations (of no session): the tokens withdrawn before their time
+  (broker/core/revocations.py), each kept until the tokens it covers have expired, with a
+  version that changes on every revocation so that brokers polling it read the list only
+  when it changed;
 - notifications: after every successful write the store publishes a ``Notice`` to every
   broker process interested in the session: ids, version, status and sequence number, and
   (up to a size limit) the written state itself, so that a receiver can usually act on it
@@ -31,6 +35,7 @@ from typing import Any
 import msgspec
 
 from broker.core.machine import Questionnaire
+from broker.core.revocations import Revocation
 
 # Notices carry the written state only up to this size (packed): a questionnaire near the
 # input limit would otherwise cost every subscriber a megabyte per toggle. Larger states
@@ -216,6 +221,20 @@ class Store(abc.ABC):
     async def claim(self, session_id: str, name: str, ttl: float) -> bool:
         """Take ``name`` in ``session_id`` for ``ttl`` seconds: True for the one caller that
         took it, False for every other caller, on any process, until it expires."""
+
+    # --- revocations ------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def revoke(self, revocation: Revocation, now: float) -> None:
+        """Keep ``revocation`` (merged with a kept one of the same token or holder,
+        ``Revocation.merged``) for every broker, and change the list's version; drop the
+        revocations whose ``until`` is past ``now``."""
+
+    @abc.abstractmethod
+    async def revocations(self, known: str | None) -> tuple[str, list[Revocation]] | None:
+        """The list's version and every revocation kept (some may be past their ``until``:
+        the caller filters); None when the version is still ``known``, in one cheap read
+        (every broker asks twice a second)."""
 
     # --- notifications ----------------------------------------------------------------
 

@@ -19,6 +19,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from broker.core.machine import Questionnaire
+from broker.core.revocations import Revocation
 from broker.speedups.eager import eagerly
 from broker.store.base import (
     Head,
@@ -83,6 +84,8 @@ class MemoryStore(Store):
         self._on_notice: NoticeHandler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
         self._pending: set[asyncio.Future[None]] = set()
+        self._revocations: dict[str, Revocation] = {}  # Revocation.key -> revocation
+        self._revocations_version = 0
 
     # The memory store measures retention with the wall clock: it is the only clock
     # shared with the states' own timestamps.
@@ -180,6 +183,18 @@ class MemoryStore(Store):
             return False
         claims[name] = now + ttl
         return True
+
+    async def revoke(self, revocation: Revocation, now: float) -> None:
+        kept = self._revocations.get(revocation.key)
+        self._revocations[revocation.key] = revocation if kept is None else kept.merged(revocation)
+        for key, each in list(self._revocations.items()):
+            if each.until <= now:
+                del self._revocations[key]
+        self._revocations_version += 1
+
+    async def revocations(self, known: str | None) -> tuple[str, list[Revocation]] | None:
+        version = str(self._revocations_version)
+        return None if version == known else (version, list(self._revocations.values()))
 
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         (self._subscribed_to_outcomes if outcomes_only else self._subscribed).add(session_id)

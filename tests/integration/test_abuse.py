@@ -525,9 +525,18 @@ def test_fuzzed_client_frames_never_crash_and_are_each_answered(fuzz_broker: Bro
 
 SCHEMA = schemathesis.openapi.from_dict(
     build_openapi(),
-    # A service-wide agent token, through the document's own security scheme: schemathesis
-    # then also knows which requests it sends without one on purpose.
-    config=schemathesis.Config.from_dict({"auth": {"openapi": {"agentToken": {"bearer": token("*", "agent")}}}}),
+    # A service-wide agent token and an admin token, through the document's own security
+    # schemes: schemathesis then also knows which requests it sends without one on purpose.
+    config=schemathesis.Config.from_dict(
+        {
+            "auth": {
+                "openapi": {
+                    "agentToken": {"bearer": token("*", "agent")},
+                    "adminToken": {"bearer": token("*", "admin")},
+                }
+            }
+        }
+    ),
 )
 API_STATUSES: Counter[str] = Counter()
 

@@ -3,8 +3,8 @@
 The test starts three ``redis-server --cluster-enabled yes`` processes on free ports, joins
 them with ``redis-cli --cluster create`` and waits for ``cluster_state:ok``. Then:
 
-- the store contract (every test of test_store_contract.py that only needs ``store`` and
-  ``listener``) runs against a ``RedisStore(cluster=True)``;
+- the store contract (every test of test_store_contract.py and test_store_revocations.py
+  that only needs ``store`` and ``listener``) runs against a ``RedisStore(cluster=True)``;
 - sessions' keys land on different masters, each session wholly on one, and each session's
   notice subscription sits on the master that owns its slot;
 - a notice connection that drops, and a session whose slot migrates to another master, are
@@ -40,6 +40,7 @@ from tests.helpers.processes import broker, need, redis_server_command, token
 from tests.helpers.samples import new_sid as new_session
 from tests.helpers.waiting import eventually, wait_until
 from tests.integration import test_store_contract as contract
+from tests.integration import test_store_revocations as revocations_contract
 from tests.integration.test_store_contract import Listener, new_questionnaire
 
 pytestmark = pytest.mark.redis
@@ -244,11 +245,13 @@ def sessions_on_every_master(cluster: LocalCluster, per_master: int, prefix: str
 # --- the store contract, on the cluster ------------------------------------------------
 
 # Every contract test that needs nothing but a ``store`` (and its ``listener``) runs here
-# again, against this module's cluster-backed ``store`` fixture.
-for _name, _test in inspect.getmembers(contract, inspect.iscoroutinefunction):
-    if _name.startswith("test_") and set(inspect.signature(_test).parameters) <= {"store", "listener"}:
-        globals()[_name] = _test
-del _name, _test
+# again, against this module's cluster-backed ``store`` fixture (the revocations' too: their
+# keys share one slot of their own).
+for _module in (contract, revocations_contract):
+    for _name, _test in inspect.getmembers(_module, inspect.iscoroutinefunction):
+        if _name.startswith("test_") and set(inspect.signature(_test).parameters) <= {"store", "listener"}:
+            globals()[_name] = _test
+del _module, _name, _test
 
 
 # --- sharding -------------------------------------------------------------------------

@@ -16,7 +16,16 @@ A write that reached an outcome (completed, cancelled, unavailable, needs_clarif
 publishes its notice on the outcomes channel too: a process where only agent calls wait on
 a session subscribes to that channel alone and is not woken by every answer.
 
-The scripts only touch keys of one session. Every key known before the call is passed in
+Keys of no session, with a hash tag of their own that no session id can equal (``!`` is not
+in the session-id alphabet), so that they share one slot::
+
+    qb:{!revocations}:list     hash  j:<jti> / s:<sub> -> "<at> <until>" (broker/core/revocations.py)
+    qb:{!revocations}:version  string  a fresh random id after every revocation
+
+Every broker reads the version twice a second and the list only when the version changed
+(revocations are rare): one GET, on one slot, per broker per half second.
+
+The session scripts only touch keys of one session. Every key known before the call is passed in
 KEYS (that is what routes the script to the session's slot on a cluster); three scripts
 also read a questionnaire whose id they find inside (the idempotency key's target, the
 queue's members) by building its name from the session's own prefix, which keeps the read
@@ -51,3 +60,6 @@ def queue_keys(session_id: str) -> list[str]:
 
 def presence_keys(session_id: str) -> list[str]:
     return [prefix(session_id) + "clients", prefix(session_id) + "seen"]
+
+
+REVOCATIONS_KEYS = ["qb:{!revocations}:list", "qb:{!revocations}:version"]

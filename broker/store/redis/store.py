@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import uuid
 from typing import Any, Final
 
 from redis.asyncio import Redis
@@ -12,6 +13,7 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.typing import EncodableT
 
 from broker.core.machine import Questionnaire
+from broker.core.revocations import Revocation
 from broker.store.base import (
     NOTICE_STATE_LIMIT,
     Head,
@@ -25,11 +27,29 @@ from broker.store.base import (
 from broker.store.records import Records
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import reachable
-from broker.store.redis.keys import channel_for, claim_key, prefix, presence_keys, questionnaire_prefix, queue_keys
+from broker.store.redis.keys import (
+    REVOCATIONS_KEYS,
+    channel_for,
+    claim_key,
+    prefix,
+    presence_keys,
+    questionnaire_prefix,
+    queue_keys,
+)
 from broker.store.redis.links import PubSub
 from broker.store.redis.notices import head_of, notice_prefix
 from broker.store.redis.routing import Routing
-from broker.store.redis.scripts import COMPARE_AND_SET, CREATE, HEARTBEAT, LEAVE, PRESENCE, QUEUE, write_script
+from broker.store.redis.scripts import (
+    COMPARE_AND_SET,
+    CREATE,
+    HEARTBEAT,
+    LEAVE,
+    PRESENCE,
+    QUEUE,
+    REVOCATIONS,
+    REVOKE,
+    write_script,
+)
 from broker.store.redis.subscriptions import Subscriptions
 
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
@@ -81,6 +101,8 @@ class RedisStore(Store):
         self._heartbeat = commands.register(HEARTBEAT)
         self._leave = commands.register(LEAVE)
         self._presence = commands.register(PRESENCE)
+        self._revoke = commands.register(REVOKE)
+        self._revocations = commands.register(REVOCATIONS)
 
         self._records = records = Records()
         self._subscriptions = subscriptions = Subscriptions(Routing(client, commands.wire), pubsub, records)
@@ -190,6 +212,24 @@ class RedisStore(Store):
             taken = await self._commands.command("SET", claim_key(session_id, name), "1", "NX", "PX", ms(ttl))
         return taken is not None
 
+    # --- revocations ----------------------------------------------------------------
+
+    async def revoke(self, revocation: Revocation, now: float) -> None:
+        args: list[EncodableT] = [revocation.key, repr(revocation.at), repr(revocation.until), repr(now)]
+        args.append(uuid.uuid4().hex)  # the new version
+        with reachable("revoke"):
+            await self._commands.run(self._revoke, REVOCATIONS_KEYS, args)
+
+    async def revocations(self, known: str | None) -> tuple[str, list[Revocation]] | None:
+        # ("?" is no version: the list's are "" (none yet) and uuid hex)
+        with reachable("revocations"):
+            reply = await self._commands.run(self._revocations, REVOCATIONS_KEYS, [known if known is not None else "?"])
+        if len(reply) == 1:
+            return None
+        flat = reply[1]
+        kept = [_revocation(bytes(flat[i]).decode(), bytes(flat[i + 1]).decode()) for i in range(0, len(flat), 2)]
+        return bytes(reply[0]).decode(), kept
+
     # --- notifications --------------------------------------------------------------
 
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
@@ -258,3 +298,10 @@ class RedisStore(Store):
 
     def _head(self, record: Any, seq: int) -> Head:
         return head_of(self._records.unpack(record), seq)
+
+
+def _revocation(field: str, value: str) -> Revocation:
+    """A revocation as scripts/revoke.lua keeps it: ``j:<jti>`` or ``s:<sub>`` -> ``"<at> <until>"``."""
+    kind, _, name = field.partition(":")
+    at, _, until = value.partition(" ")
+    return Revocation(name if kind == "j" else None, name if kind == "s" else None, float(at), float(until))

@@ -31,6 +31,8 @@ QUEUE: Final = _read("queue.lua")
 HEARTBEAT: Final = _read("heartbeat.lua")
 LEAVE: Final = _read("leave.lua")
 PRESENCE: Final = _read("presence.lua")
+REVOKE: Final = _read("revoke.lua")
+REVOCATIONS: Final = _read("revocations.lua")
 
 
 def write_script(body: str, publish: str) -> str:

@@ -1,0 +1,131 @@
+"""The operator endpoints: ``POST /v1/revocations``, for admin tokens only.
+
+``{"jti": ID}`` revokes one token; ``{"sub": NAME}`` every token of that holder issued
+before now. Either may say ``"exp"``: the latest expiry of the tokens it covers (``qbroker
+token --json`` prints a token's), after which the revocation is dropped; without it the
+revocation is kept for the longest lifetime a token may have (broker/core/revocations.py).
+Answers ``200 {"jti" | "sub", "revokedAt", "keptUntil"}``; errors in the agent API's shape.
+
+Rules: no token or a bad one is 401; a valid agent or client token is 403 (it is a token,
+but not the operator's); a body that is not exactly one of the two shapes is 400.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from typing import Any, Final
+
+import orjson
+from starlette.types import Receive, Scope, Send
+
+from broker.auth import jti_problem, sub_problem
+from broker.core.errors import BrokerError
+from broker.replies import error_body, header, respond
+from broker.service import Broker
+from broker.store.base import StoreUnavailable
+
+log = logging.getLogger("qbroker.operator")
+
+REVOCATIONS_PATH: Final = "/v1/revocations"
+MAX_BODY_BYTES: Final = 4096
+_KEYS: Final = frozenset({"jti", "sub", "exp"})
+
+
+class OperatorAPI:
+    """The ASGI endpoint for ``REVOCATIONS_PATH``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        extra: list[tuple[bytes, bytes]] = []
+        try:
+            if scope["method"] != "POST":
+                status = 405
+                body = error_body("method_not_allowed", f"revocations: {scope['method']} is not allowed; use POST")
+                extra.append((b"allow", b"POST"))
+            else:
+                status, body = 200, orjson.dumps(await self._revoke(scope, receive))
+        except BrokerError as exc:
+            self.broker.metrics.errors.labels(exc.code).inc()
+            status, body = exc.http_status, error_body(exc.code, f"revocations: {exc.message}")
+        except StoreUnavailable:
+            log.warning("store unavailable", extra={"path": scope["path"]})
+            status = 503
+            body = error_body("store_unavailable", "revocations: the state store is unavailable; retry shortly")
+        except _ClientGone:
+            return
+        except Exception:
+            log.exception("revocation failed")
+            status, body = 500, error_body("internal_error", "revocations: the broker failed on this call; see its log")
+        await respond(send, status, body, extra)
+
+    async def _revoke(self, scope: Scope, receive: Receive) -> dict[str, Any]:
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        scheme, _, token = (header(headers, b"authorization") or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise BrokerError("unauthorized", "missing 'Authorization: Bearer <admin token>'")
+        claims = await self.broker.tokens.verify(token.strip(), role=None)
+        if claims.role != "admin":
+            raise BrokerError("forbidden", f"only an admin token may revoke tokens, not {claims.role} tokens")
+        jti, sub, exp = _parse(await _body(receive, header(headers, b"content-length")))
+        revocation = await self.broker.tokens.revoke(jti=jti, sub=sub, exp=exp)
+        log.info(
+            "token revoked" if jti is not None else "tokens of a holder revoked",
+            extra={"jti": jti, "sub": sub, "by": claims.sub, "until": revocation.until},
+        )
+        named = {"jti": jti} if jti is not None else {"sub": sub}
+        return {**named, "revokedAt": revocation.at, "keptUntil": revocation.until}
+
+
+class _ClientGone(Exception):
+    """The caller hung up before its body arrived."""
+
+
+async def _body(receive: Receive, length: str | None) -> bytes:
+    too_large = BrokerError("payload_too_large", f"the request body is larger than {MAX_BODY_BYTES} bytes")
+    if length is not None and length.isdecimal() and int(length) > MAX_BODY_BYTES:
+        raise too_large
+    chunks: list[bytes] = []
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            raise _ClientGone
+        chunk: bytes = message.get("body", b"")
+        size += len(chunk)
+        if size > MAX_BODY_BYTES:
+            raise too_large
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _invalid(message: str) -> BrokerError:
+    return BrokerError("invalid_arguments", message)
+
+
+def _parse(body: bytes) -> tuple[str | None, str | None, float | None]:
+    """``(jti, sub, exp)`` of a body of exactly one of the two shapes; raises ``invalid``."""
+    shapes = 'the body must be {"jti": ID} or {"sub": NAME}, with an optional "exp" (Unix seconds)'
+    try:
+        value = orjson.loads(body)
+    except orjson.JSONDecodeError:
+        raise _invalid(f"{shapes}; it is not JSON") from None
+    if not isinstance(value, dict):
+        raise _invalid(f"{shapes}; it is not an object")
+    unknown = sorted(set(value) - _KEYS)
+    if unknown:
+        raise _invalid(f"{shapes}; unknown key(s) {', '.join(repr(key[:40]) for key in unknown[:5])}")
+    if ("jti" in value) == ("sub" in value):
+        raise _invalid(f"{shapes}; give exactly one of jti and sub")
+    jti, sub, exp = value.get("jti"), value.get("sub"), value.get("exp")
+    problem = jti_problem(jti) if "jti" in value else sub_problem(sub)
+    if problem is not None:
+        raise _invalid(problem)
+    if "exp" in value and (
+        not isinstance(exp, (int, float)) or isinstance(exp, bool) or not math.isfinite(exp) or exp < 0
+    ):
+        raise _invalid("exp must be a number of Unix seconds")
+    return jti, sub, None if exp is None else float(exp)
