@@ -36,3 +36,25 @@ def add_retries(parser: argparse.ArgumentParser) -> None:
         f" (503 store_unavailable while its Redis restarts); with backoff, the default {DEFAULT_RETRIES}"
         " rides out ~10-20 s",
     )
+
+
+def _seconds(raw: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {raw!r}") from None
+    if not 0 <= value < float("inf"):
+        raise argparse.ArgumentTypeError(f"must be 0 or more seconds, got {raw!r}")
+    return value
+
+
+def add_client_wait(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--client-wait",
+        type=_seconds,
+        default=None,
+        metavar="SECONDS",
+        help="how long a new questionnaire waits for the person to open the session before it ends"
+        " unavailable (the broker's ?clientWait=, up to its QBROKER_MAX_CLIENT_WAIT; default: the"
+        " broker's, 5 s, or 15 minutes where notifications may bring the person)",
+    )

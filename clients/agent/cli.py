@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
 from broker.core.model import MAX_CLARIFICATION
-from clients.cli_args import add_retries, add_url_and_session
+from clients.cli_args import add_client_wait, add_retries, add_url_and_session
 
 EXIT_ERROR = 1
 
@@ -127,6 +127,7 @@ def configure_ask(parser: argparse.ArgumentParser) -> None:
         help="repeat a KEY to get the same questionnaire back instead of a second one "
         "(default: a fresh uuid4, reused by this command's own retries)",
     )
+    add_client_wait(parser)
 
 
 def configure_resume(parser: argparse.ArgumentParser) -> None:
@@ -157,6 +158,7 @@ def _make_client(args: argparse.Namespace, **kw: Any) -> Any:
         args.session,
         args.token,
         wait=args.wait,
+        client_wait=getattr(args, "client_wait", None),
         timeout=args.timeout,
         retries=args.retries,
         **kw,

@@ -49,6 +49,10 @@ class QBrokerClient:
 
     ``url``: the broker's base URL. ``token``: an agent token (default ``$QBROKER_TOKEN``).
     ``wait``: seconds each HTTP request long-polls for an outcome (0-300, default 30).
+    ``client_wait``: how long a questionnaire this client starts waits for the person's
+    first client before it ends ``unavailable`` (the broker's ``?clientWait=``; default: the
+    broker's own, 5 s or, where notifications may bring the person, 15 minutes); ``start``
+    and ``call`` take one of their own too.
     ``timeout``: overall bound of one call, following 202s included (default: none; the
     broker itself ends a questionnaire nobody can answer as ``unavailable``).
     ``retries``/``backoff``/``max_backoff``: transient-failure retries per request.
@@ -65,6 +69,7 @@ class QBrokerClient:
         token: str | None = None,
         *,
         wait: float = DEFAULT_WAIT,
+        client_wait: float | None = None,
         timeout: float | None = None,
         retries: int = DEFAULT_RETRIES,
         backoff: float = 0.25,
@@ -74,7 +79,9 @@ class QBrokerClient:
         transport: httpx.BaseTransport | None = None,
         http_client: httpx.Client | None = None,
     ) -> None:
-        self._core = _Core(_settings(session, token, wait, timeout, retries, backoff, max_backoff, poll_interval))
+        self._core = _Core(
+            _settings(session, token, wait, timeout, retries, backoff, max_backoff, poll_interval, client_wait)
+        )
         self.on_pending = on_pending
         self._owns_client = http_client is None
         self._http = http_client or httpx.Client(transport=transport)
@@ -90,6 +97,7 @@ class QBrokerClient:
         *,
         idempotency_key: str | None = None,
         wait: float | None = None,
+        client_wait: float | None = None,
         timeout: float | None = None,
         on_pending: PendingCallback | None = None,
     ) -> QuestionnaireResult:
@@ -98,6 +106,7 @@ class QBrokerClient:
             _start_input(questions),
             idempotency_key=idempotency_key,
             wait=wait,
+            client_wait=client_wait,
             timeout=timeout,
             on_pending=on_pending,
         )
@@ -143,11 +152,14 @@ class QBrokerClient:
         *,
         idempotency_key: str | None = None,
         wait: float | None = None,
+        client_wait: float | None = None,
         timeout: float | None = None,
         on_pending: PendingCallback | None = None,
     ) -> QuestionnaireResult:
         """Send a raw tool input (``{"action": "start"|"resume", ...}``) as the seed defines it."""
-        exchange = self._core.call(tool_input, idempotency_key=idempotency_key, wait=wait, timeout=timeout)
+        exchange = self._core.call(
+            tool_input, idempotency_key=idempotency_key, wait=wait, client_wait=client_wait, timeout=timeout
+        )
         return self._drive(exchange, on_pending)
 
     def _drive(self, exchange: _Exchange, on_pending: PendingCallback | None) -> QuestionnaireResult:
@@ -213,6 +225,7 @@ class AsyncQBrokerClient:
         token: str | None = None,
         *,
         wait: float = DEFAULT_WAIT,
+        client_wait: float | None = None,
         timeout: float | None = None,
         retries: int = DEFAULT_RETRIES,
         backoff: float = 0.25,
@@ -222,7 +235,9 @@ class AsyncQBrokerClient:
         transport: httpx.AsyncBaseTransport | None = None,
         http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        self._core = _Core(_settings(session, token, wait, timeout, retries, backoff, max_backoff, poll_interval))
+        self._core = _Core(
+            _settings(session, token, wait, timeout, retries, backoff, max_backoff, poll_interval, client_wait)
+        )
         self.on_pending = on_pending
         self._owns_client = http_client is None
         self._http = http_client or httpx.AsyncClient(transport=transport)
@@ -238,6 +253,7 @@ class AsyncQBrokerClient:
         *,
         idempotency_key: str | None = None,
         wait: float | None = None,
+        client_wait: float | None = None,
         timeout: float | None = None,
         on_pending: PendingCallback | None = None,
     ) -> QuestionnaireResult:
@@ -245,6 +261,7 @@ class AsyncQBrokerClient:
             _start_input(questions),
             idempotency_key=idempotency_key,
             wait=wait,
+            client_wait=client_wait,
             timeout=timeout,
             on_pending=on_pending,
         )
@@ -286,10 +303,13 @@ class AsyncQBrokerClient:
         *,
         idempotency_key: str | None = None,
         wait: float | None = None,
+        client_wait: float | None = None,
         timeout: float | None = None,
         on_pending: PendingCallback | None = None,
     ) -> QuestionnaireResult:
-        exchange = self._core.call(tool_input, idempotency_key=idempotency_key, wait=wait, timeout=timeout)
+        exchange = self._core.call(
+            tool_input, idempotency_key=idempotency_key, wait=wait, client_wait=client_wait, timeout=timeout
+        )
         return await self._drive(exchange, on_pending)
 
     async def _drive(self, exchange: _Exchange, on_pending: PendingCallback | None) -> QuestionnaireResult:

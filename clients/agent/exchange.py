@@ -86,6 +86,7 @@ class _Settings:
     backoff: float
     max_backoff: float
     poll_interval: float = DEFAULT_POLL_INTERVAL
+    client_wait: float | None = None  # a start's ?clientWait= (None: the broker's)
     clock: Callable[[], float] = time.monotonic
     rng: Callable[[], float] = random.random
 
@@ -120,11 +121,18 @@ class _Core:
         idempotency_key: str | None,
         wait: float | None,
         timeout: float | None,
+        client_wait: float | None = None,
     ) -> _Exchange:
-        """POST a tool input verbatim (the broker validates it), then follow to an outcome."""
+        """POST a tool input verbatim (the broker validates it), then follow to an outcome.
+        ``client_wait`` (a start's only): how long it waits for a first client."""
         extra: dict[str, str] = {}
+        params: dict[str, str] = {}
         if tool_input.get("action") == "start":
             extra["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
+            client_wait = self.s.client_wait if client_wait is None else client_wait
+            if client_wait is not None:
+                _check_client_wait(client_wait)
+                params["clientWait"] = _format_wait(client_wait)
         resume_of: tuple[str, int] | None = None
         if tool_input.get("action") == "resume":
             qid, rev = tool_input.get("questionnaireId"), tool_input.get("revision")
@@ -135,6 +143,7 @@ class _Core:
             f"{self._session_path}/questionnaire",
             body=dict(tool_input),
             headers=extra,
+            params=params,
             wait=wait,
             timeout=timeout,
             resume_of=resume_of,
@@ -159,6 +168,7 @@ class _Core:
         *,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
         wait: float | None,
         timeout: float | None,
         resume_of: tuple[str, int] | None = None,
@@ -175,6 +185,7 @@ class _Core:
             path,
             body=body,
             headers=headers,
+            params=params,
             wait=self._wait_within(wait, deadline) if send_wait else None,
             deadline=deadline,
         )
@@ -249,16 +260,19 @@ class _Core:
         *,
         body: Any = None,
         headers: Mapping[str, str] | None = None,
+        params: Mapping[str, str] | None = None,
         wait: float | None,
         deadline: float | None,
     ) -> Generator[_Action, _Outcome, tuple[httpx.Response, bool]]:
         """One request with retries. Returns the response and whether an earlier attempt
         may have reached the broker (``ambiguous``)."""
-        params = {"wait": _format_wait(wait)} if wait is not None else {}
+        query = {"wait": _format_wait(wait)} if wait is not None else {}
+        if params:
+            query.update(params)
         request = _Send(
             method,
             path,
-            params=params,
+            params=query,
             headers=self._headers(headers),
             json=body,
             read_timeout=(wait or 0.0) + 15.0,
@@ -316,6 +330,13 @@ def _format_wait(wait: float) -> str:
     return str(int(wait)) if float(wait).is_integer() else f"{wait:.3f}".rstrip("0")
 
 
+def _check_client_wait(client_wait: float) -> None:
+    if not (isinstance(client_wait, int | float) and not isinstance(client_wait, bool)) or not (
+        0 <= client_wait < math.inf
+    ):
+        raise ValueError(f"client_wait must be a number of seconds, 0 or more, got {client_wait!r}")
+
+
 def _retry_after(response: httpx.Response) -> float | None:
     raw = response.headers.get("Retry-After")
     if raw is None:
@@ -350,6 +371,7 @@ def _settings(
     backoff: float,
     max_backoff: float,
     poll_interval: float,
+    client_wait: float | None = None,
 ) -> _Settings:
     if not session:
         raise ValueError("session is required")
@@ -359,4 +381,6 @@ def _settings(
         raise ValueError("retries must be >= 0")
     if token is None:
         token = os.environ.get("QBROKER_TOKEN") or None
-    return _Settings(session, token, wait, timeout, retries, backoff, max_backoff, poll_interval)
+    if client_wait is not None:
+        _check_client_wait(client_wait)
+    return _Settings(session, token, wait, timeout, retries, backoff, max_backoff, poll_interval, client_wait)

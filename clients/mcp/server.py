@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from broker.core.model import MAX_CLARIFICATION
 from broker.core.schema import TOOL_INPUT_SCHEMA
-from clients.cli_args import add_retries, add_url_and_session
+from clients.cli_args import add_client_wait, add_retries, add_url_and_session
 
 if TYPE_CHECKING:
     import mcp_types as types
@@ -215,6 +215,7 @@ try it by hand:
         metavar="SECONDS",
         help="end a tool call with an error after this long (default: wait for the outcome)",
     )
+    add_client_wait(parser)
     add_retries(parser)
     parser.add_argument(
         "--print-tool",
@@ -249,7 +250,13 @@ def run(args: argparse.Namespace) -> int:
         from mcp.server.stdio import stdio_server
 
         async with AsyncQBrokerClient(
-            args.url, args.session, token, wait=args.wait, timeout=args.timeout, retries=args.retries
+            args.url,
+            args.session,
+            token,
+            wait=args.wait,
+            client_wait=args.client_wait,
+            timeout=args.timeout,
+            retries=args.retries,
         ) as client:
             server = build_server(client)
             async with stdio_server() as (read_stream, write_stream):

@@ -189,6 +189,18 @@ async def test_unavailable_exits_4(live: BrokerProcess, sid: str) -> None:
     assert done.stdout.startswith("QUESTIONNAIRE_UNAVAILABLE")
 
 
+async def test_client_wait_gives_the_person_longer_than_the_broker_s_wait_to_arrive(
+    live: BrokerProcess, sid: str
+) -> None:
+    ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--client-wait", "60", "--wait", "0.5")
+    await asyncio.sleep(2.5)  # the person arrives after the broker's own 1 s wait (the scenario, not a sync)
+    async with person(live, sid) as someone:
+        await someone.answer_all({"license": ["mit"]})
+        done = await ask.finish()
+    assert done.code == 0, done.stderr
+    assert done.stdout.startswith("QUESTIONNAIRE_COMPLETED")
+
+
 async def test_ask_reattaches_after_a_202(live: BrokerProcess, sid: str) -> None:
     async with person(live, sid) as someone:
         ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--wait", "0.3")

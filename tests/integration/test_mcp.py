@@ -230,6 +230,20 @@ async def test_nobody_connected_is_an_unavailable_result_not_an_error(live: Brok
     assert result.structured_content["cancellationReason"] == "ui_unavailable"
 
 
+async def test_client_wait_gives_the_person_longer_than_the_broker_s_wait_to_arrive(
+    live: BrokerProcess, sid: str
+) -> None:
+    single = json.loads((EXAMPLES / "single.json").read_text())
+    async with mcp_session(live, sid, "--client-wait", "60", "--wait", "0.5") as session:
+        call = asyncio.create_task(session.call_tool("questionnaire", single))
+        await asyncio.sleep(2.5)  # the person arrives after the broker's own 1 s wait (the scenario, not a sync)
+        async with person(live, sid) as someone:
+            await someone.answer_all({"license": ["mit"]})
+            result = await asyncio.wait_for(call, QUICK)
+    assert result.is_error is False
+    assert text_of(result).startswith("QUESTIONNAIRE_COMPLETED")
+
+
 def test_a_host_that_closes_our_stdout_mid_call_ends_the_server_quietly(live: BrokerProcess, sid: str) -> None:
     """The host quit while a call was with the person: no traceback, exit 0 once stdin ends."""
 

@@ -135,6 +135,49 @@ def test_start_posts_the_seed_tool_input_with_auth_wait_and_an_idempotency_key()
     assert result.exit_code == 0
 
 
+def test_a_client_wait_goes_with_a_start_and_its_first_request_only() -> None:
+    script = Script(reply(202, pending()), reply(200, tool_result()))
+    with client(script, client_wait=900) as qb:
+        qb.start(QUESTIONS)
+    first, reattach = script.requests
+    assert first.url.params["clientWait"] == "900"
+    assert "clientWait" not in reattach.url.params
+
+
+def test_a_start_s_own_client_wait_wins_over_the_client_s() -> None:
+    script = Script(reply(200, tool_result()))
+    with client(script, client_wait=900) as qb:
+        qb.start(QUESTIONS, client_wait=12.5)
+    assert script.requests[0].url.params["clientWait"] == "12.5"
+
+
+def test_a_resume_never_carries_a_client_wait() -> None:
+    script = Script(reply(200, tool_result()))
+    with client(script, client_wait=900) as qb:
+        qb.resume(QID, 1, "use staging")
+    assert "clientWait" not in script.requests[0].url.params
+
+
+def test_without_a_client_wait_none_is_sent() -> None:
+    script = Script(reply(200, tool_result()))
+    with client(script) as qb:
+        qb.start(QUESTIONS)
+    assert "clientWait" not in script.requests[0].url.params
+
+
+@pytest.mark.parametrize("bad", [-1, float("nan"), float("inf"), True])
+def test_a_client_wait_that_is_no_number_of_seconds_is_refused_before_any_request(bad: float) -> None:
+    with pytest.raises(ValueError, match="client_wait"):
+        client(Script(), client_wait=bad)
+
+
+async def test_the_async_client_sends_the_client_wait_too() -> None:
+    script = Script(reply(200, tool_result()))
+    async with AsyncQBrokerClient(URL, SID, "tok", transport=httpx.MockTransport(script), client_wait=60) as qb:
+        await qb.start(QUESTIONS)
+    assert script.requests[0].url.params["clientWait"] == "60"
+
+
 def test_each_start_call_gets_its_own_idempotency_key_unless_one_is_given() -> None:
     script = Script(reply(200, tool_result()), reply(200, tool_result()), reply(200, tool_result()))
     with client(script) as qb:
