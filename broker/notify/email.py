@@ -37,8 +37,7 @@ def mail(route: Route, note: Notification) -> EmailMessage:
     lines = [note.headline + ".", ""]
     if note.question is not None:
         lines += [note.question.label, note.question.prompt, ""]
-    count = f"{note.questions} question{'s' if note.questions != 1 else ''}"
-    lines += [f"Session: {note.session_id}", f"Questions: {count}", "", f"Answer: {note.link}", ""]
+    lines += [f"Session: {note.session_id}", f"Questions: {note.questions}", "", f"Answer: {note.link}", ""]
     message.set_content("\n".join(lines))
     return message
 

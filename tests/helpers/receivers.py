@@ -39,6 +39,7 @@ class HttpReceiver:
     server: ThreadingHTTPServer
     statuses: list[int] = field(default_factory=list)
     delay: float = 0.0
+    default: int = 200  # the answer once ``statuses`` ran out
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -52,9 +53,14 @@ class HttpReceiver:
         with self.lock:
             return list(self.received[:count])
 
+    def about(self, text: str) -> list[Received]:
+        """The requests so far whose body mentions ``text`` (a session id)."""
+        with self.lock:
+            return [r for r in self.received if text.encode() in r.body or text in str(r.headers)]
+
     def next_status(self) -> int:
         with self.lock:
-            return self.statuses.pop(0) if self.statuses else 200
+            return self.statuses.pop(0) if self.statuses else self.default
 
 
 def _handler(receiver: list[HttpReceiver]) -> type[BaseHTTPRequestHandler]:
@@ -82,11 +88,11 @@ def _handler(receiver: list[HttpReceiver]) -> type[BaseHTTPRequestHandler]:
 
 
 @contextmanager
-def http_receiver(statuses: Sequence[int] = (), delay: float = 0.0) -> Iterator[HttpReceiver]:
+def http_receiver(statuses: Sequence[int] = (), delay: float = 0.0, default: int = 200) -> Iterator[HttpReceiver]:
     holder: list[HttpReceiver] = []
     server = ThreadingHTTPServer(("127.0.0.1", 0), _handler(holder))
     server.daemon_threads = True
-    receiver = HttpReceiver(server, list(statuses), delay)
+    receiver = HttpReceiver(server, list(statuses), delay, default)
     holder.append(receiver)
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
@@ -107,9 +113,23 @@ class SmtpReceiver:
     def url(self) -> str:
         return f"smtp://127.0.0.1:{self.port}"
 
+    def about(self, text: str) -> list[tuple[str, list[str], Message]]:
+        return [mail for mail in self.mails if text in mail[2].as_string()]
+
     def wait_for(self, count: int, timeout: float = 20.0) -> list[tuple[str, list[str], Message]]:
         wait_until(lambda: len(self.mails) >= count, timeout=timeout, what=f"{count} mail(s) on port {self.port}")
         return list(self.mails[:count])
+
+
+@contextmanager
+def black_hole() -> Iterator[str]:
+    """The URL of a server that accepts connections and never answers (a hung receiver)."""
+    import socket
+
+    with socket.socket() as listener:
+        listener.bind(("127.0.0.1", 0))
+        listener.listen(512)  # connections complete in the backlog; nothing ever reads them
+        yield f"http://127.0.0.1:{listener.getsockname()[1]}/hook"
 
 
 @contextmanager
