@@ -7,6 +7,8 @@
  *   pure (no DOM, no socket, no timers; tests/web/ runs them under node --test):
  *     state.mjs          what is shown and what each frame and action does to it
  *     answer.mjs         the answer being made to the question shown, and its rules
+ *     secret-guard.mjs   the stop before a text that looks like a secret
+ *     secret-shapes.mjs  what a secret looks like (the broker's rules, in JavaScript)
  *     messages.mjs       what the page says about error codes and ended questionnaires
  *     reconnect.mjs      what a close means, and the backoff
  *     link.mjs           the session link in the URL fragment, the websocket's URL
@@ -16,6 +18,7 @@
  *     view.mjs           the screens and the top bar
  *     question-view.mjs  the question card; parts.mjs what it shares with the wait
  *     cancel-dialog.mjs  the confirmation before cancelling
+ *     secret-dialog.mjs  "This looks like a secret": Edit, or Send anyway
  *     notices.mjs        toasts and screen-reader announcements
  *     dom.mjs            $() and h()
  *
@@ -29,6 +32,7 @@ import { createConnection } from "./connection.mjs";
 import { $ } from "./dom.mjs";
 import { linkProblem, parseFragment, websocketUrl } from "./link.mjs";
 import { announce, toast } from "./notices.mjs";
+import { createSecretDialog } from "./secret-dialog.mjs";
 import { PageState } from "./state.mjs";
 import { createView } from "./view.mjs";
 
@@ -53,6 +57,9 @@ const actions = {
   closeCancel: () => apply(model.closeCancel()),
   cancelDialogClosed: () => { if (model.cancelFor !== null) apply(model.closeCancel()); },
   confirmCancel: () => apply(model.confirmCancel(now())),
+  sendAnyway: () => apply(model.sendAnyway(now())),
+  editSecret: () => apply(model.editSecret()),
+  secretDialogClosed: () => { if (model.guard.stop) apply(model.editSecret()); },
   dismissEndedNote: () => model.dismissEndedNote(), // the note removes itself
   tryAgain: () => {
     apply(model.loading());
@@ -62,6 +69,7 @@ const actions = {
 
 const view = createView(actions);
 const dialog = createCancelDialog(actions);
+const secretDialog = createSecretDialog(actions);
 
 function apply(out, opener) {
   let refresh = out.refresh;
@@ -71,8 +79,10 @@ function apply(out, opener) {
     if (undone.refresh && refresh !== "question") refresh = undone.refresh;
   }
   if (out.dialog === "close") dialog.close(); // before a new screen, so that its focus can move
+  if (out.secret === "close") secretDialog.close();
   view.render(model, refresh);
   if (out.dialog === "open") dialog.open(opener);
+  if (out.secret === "open") secretDialog.open(model.guard.stop);
   if (out.focus) view.focus(out.focus);
   if (out.fieldError) view.fieldError(out.fieldError.kind, out.fieldError.text);
   if (out.hint !== null) view.hint(out.hint);
@@ -111,6 +121,7 @@ function start() {
   deadline = { at: null, timer: null };
   model = new PageState(); // a new session: nothing of the last one applies
   dialog.close(); // whatever it was about is not on screen any more
+  secretDialog.close();
   const params = parseFragment(window.location.hash);
   const problem = linkProblem(params, window.location.search);
   if (problem) {

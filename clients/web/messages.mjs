@@ -1,6 +1,8 @@
 /* What the page says about what the broker tells it: error codes, how a questionnaire
  * ended. Pure: no DOM. */
 
+import { RULES } from "./secret-shapes.mjs";
+
 const ERROR_TITLES = {
   stale_step: "That question had already moved on",
   stale_revision: "That question had already moved on",
@@ -10,6 +12,7 @@ const ERROR_TITLES = {
   below_min_selections: "Too few selections",
   above_max_selections: "Too many selections",
   text_too_long: "That text is too long",
+  looks_like_secret: "Not sent: it looks like a secret",
   bad_frame: "The broker could not read a message from this page",
   unauthorized: "Not authorised",
   forbidden: "Not allowed",
@@ -40,7 +43,15 @@ export function errorToast(frame) {
   const code = String(frame.code || "error");
   const title = Object.prototype.hasOwnProperty.call(ERROR_TITLES, code) ? ERROR_TITLES[code] : "Something went wrong";
   if (RACE_ERRORS.has(code)) return { kind: "info", title, text: RACE_TEXT, ttl: 8000, code, hideCode: true };
+  if (code === "looks_like_secret") return { kind: "error", title, text: secretRefusal(frame), ttl: 12000, code, hideCode: true };
   return { kind: "error", title, text: frame.message || null, ttl: 12000, code, hideCode: false };
+}
+
+/** The broker held back a text this page did not stop (its message is for programs). */
+function secretRefusal(frame) {
+  const rule = RULES.find((r) => r.code === frame.rule);
+  return "The broker held it back" + (rule ? ": it looks like " + rule.sentence : "") +
+    ". Nothing was sent; agents should never be given passwords, keys or tokens.";
 }
 
 /** A toast for a `closed` frame. */

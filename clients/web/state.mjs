@@ -20,6 +20,8 @@
  *     fieldError  {kind: "other" | "clarify", text}: under that field, which gets the focus
  *     hint        a new text for the line next to Continue
  *     dialog      "open" | "close": the cancel dialog
+ *     secret      "open" | "close": the stop before a text that looks like a secret
+ *                 (secret-guard.mjs: `guard.stop` is what it is about)
  *     newQuestion true when a question (not an update of the one shown) came in
  *     unknown     the type of a frame this page does not know
  *   and a new screen is due whenever `screen` changes (a new step rebuilds the view; frames
@@ -30,6 +32,7 @@
 import { Answer, draftKey, OTHER_MAX } from "./answer.mjs";
 import { closedToast, ENDED_UNSEEN, ENDED_UNSEEN_WHY, errorToast, lastClosedNote, NOT_CONNECTED } from "./messages.mjs";
 import { fatalScreen } from "./reconnect.mjs";
+import { HELD_DRAFT, SecretGuard } from "./secret-guard.mjs";
 import { sentence } from "./text.mjs";
 
 export const DRAFT_TEXT_DEBOUNCE_MS = 400;
@@ -41,7 +44,7 @@ const REFRESH_RANK = { draft: 1, question: 2 };
 function newOut() {
   return {
     send: [], refresh: null, toasts: [], announce: null, focus: null, fieldError: null, hint: null,
-    dialog: null, newQuestion: false, unknown: null,
+    dialog: null, secret: null, newQuestion: false, unknown: null,
   };
 }
 
@@ -79,6 +82,7 @@ export class PageState {
     this.reconnectFrom = null; // after a reconnect's welcome: the questionnaire on screen before it
     this.endedNote = null; // {shownId}: the one on screen ended unseen while disconnected
     this.cancelFor = null; // the questionnaire the open cancel dialog is about
+    this.guard = new SecretGuard(); // texts confirmed despite looking like a secret, and the stop on screen
     this.refSeq = 0;
   }
 
@@ -175,6 +179,9 @@ export class PageState {
     if (a && a.otherTooLong()) {
       return { state: "unsaved", text: "Not saved: your own answer is over " + OTHER_MAX + " characters" };
     }
+    if (a && this.guard.firstUnconfirmed([{ kind: "other", text: a.draft().other || "" }])) {
+      return { state: "unsaved", text: HELD_DRAFT };
+    }
     const saving = !!(this.draftPending || this.draftTextDue !== null);
     return { state: saving ? "saving" : "saved", text: saving ? "Saving…" : a && a.any() ? "Selections saved" : "" };
   }
@@ -243,6 +250,7 @@ export class PageState {
     this.suspended = null;
     if (same) {
       this.answer.question = q;
+      this.guard.accept(frame.draft && frame.draft.other);
       this.adoptDraft(frame.draft, now, otherFocused);
       refresh(out, "question");
       return;
@@ -255,6 +263,9 @@ export class PageState {
     this.draftTextDue = null;
     this.answer = new Answer(q);
     this.answer.adopt(frame.draft, false);
+    this.dropSecretStop(out);
+    this.guard.reset(); // what was confirmed was about the step before
+    this.guard.accept(frame.draft && frame.draft.other);
     this.show("question", key);
     const label = q.label || q.id || "";
     if (resumed) {
@@ -289,6 +300,7 @@ export class PageState {
     this.dropStaleCancel(frame.questionnaireId, out);
     this.suspended = frame;
     this.busy = null;
+    this.dropSecretStop(out);
     const key = frame.questionnaireId + ":" + frame.step;
     if (this.view === "suspended" && this.viewKey === key) return;
     this.show("suspended", key);
@@ -301,6 +313,7 @@ export class PageState {
     this.suspended = null;
     this.busy = null;
     this.dropStaleCancel(null, out); // nothing left to cancel
+    this.dropSecretStop(out);
     const news = this.view !== "idle" || endedUnseen;
     this.show("idle");
     if (news) out.announce = (endedUnseen ? ENDED_UNSEEN + " " : "") + "Waiting for questions.";
@@ -375,12 +388,19 @@ export class PageState {
       return;
     }
     const draft = this.answer.draft();
+    const texts = [{ kind: "other", text: draft.other || "" }];
     const ref = this.nextRef();
     const frame = {
       type: "draft", questionnaireId: this.frame.questionnaireId, step: this.frame.step,
       selectedOptionIds: draft.selectedOptionIds, ref,
     };
     if (draft.other !== undefined) frame.other = draft.other;
+    // Held back until the person says it may go (the broker would refuse it): the line next
+    // to Continue says so, and Continue asks.
+    if (this.guard.holdsBack(frame, texts)) {
+      refresh(out, "draft");
+      return;
+    }
     if (this.conn === "connected") {
       out.send.push(frame);
       this.draftPending = { key: draftKey(draft), at: now, ref };
@@ -395,21 +415,52 @@ export class PageState {
     this.busy = { ref: frame.ref, until: now + BUSY_TIMEOUT_MS };
   }
 
-  answerWith(selectedOptionIds, other, now, out) {
+  /** `retry`: the action that sent it, done again after "Send anyway". */
+  answerWith(selectedOptionIds, other, now, out, retry) {
     if (!this.canAct(out)) return;
-    this.draftTextDue = null; // the answer carries the text; a late draft would only be stale
     const f = this.frame;
     const frame = { type: "answer", questionnaireId: f.questionnaireId, step: f.step, questionId: f.question.id,
       selectedOptionIds };
     if (other !== undefined) frame.other = other;
+    if (this.guard.stops(frame, [{ kind: "other", text: other || "" }], retry)) {
+      out.secret = "open";
+      return;
+    }
+    this.draftTextDue = null; // the answer carries the text; a late draft would only be stale
     this.command(frame, now, out);
+  }
+
+  /** "Send anyway": the text is confirmed and what was stopped is done again. */
+  sendAnyway(now) {
+    const stop = this.guard.confirm();
+    if (!stop) return newOut();
+    const out = this[stop.retry](now);
+    if (!out.secret) out.secret = "close"; // (another of its texts may stop it again)
+    return out;
+  }
+
+  /** "Edit", Escape: back to the text, as it was typed. */
+  editSecret() {
+    const out = newOut();
+    const stop = this.guard.drop();
+    out.secret = "close";
+    if (!stop || this.view !== "question") return out;
+    if (stop.kind === "other") this.answer.otherOpen = true; else this.answer.clarifyOpen = true;
+    refresh(out, "question");
+    out.focus = stop.kind + "-input";
+    return out;
+  }
+
+  /** The question changed under the stop: it goes, and nothing was sent. */
+  dropSecretStop(out) {
+    if (this.guard.drop()) out.secret = "close";
   }
 
   /** A click on an option: answers a single question, toggles one on a multi question. */
   pick(optionId, now) {
     const out = newOut();
     if (!this.answer.multi) {
-      this.answerWith([optionId], undefined, now, out);
+      this.answerWith([optionId], undefined, now, out, null);
       return out;
     }
     if (this.busy) return out;
@@ -461,7 +512,7 @@ export class PageState {
     const out = newOut();
     const problem = this.answer.otherProblem();
     if (problem) out.fieldError = { kind: "other", text: problem };
-    else this.answerWith([], this.answer.otherText.trim(), now, out);
+    else this.answerWith([], this.answer.otherText.trim(), now, out, "submitOther");
     return out;
   }
 
@@ -473,7 +524,7 @@ export class PageState {
       return out;
     }
     const draft = this.answer.draft();
-    this.answerWith(draft.selectedOptionIds, draft.other, now, out);
+    this.answerWith(draft.selectedOptionIds, draft.other, now, out, "submitMulti");
     return out;
   }
 
@@ -508,10 +559,15 @@ export class PageState {
       return out;
     }
     if (!this.canAct(out)) return out;
-    this.draftTextDue = null; // the clarify frame carries the draft
     const f = this.frame;
     const frame = { type: "clarify", questionnaireId: f.questionnaireId, step: f.step,
       request: this.answer.clarifyText.trim(), draft: this.answer.draft() };
+    const texts = [{ kind: "clarify", text: frame.request }, { kind: "other", text: frame.draft.other || "" }];
+    if (this.guard.stops(frame, texts, "sendClarify")) {
+      out.secret = "open";
+      return out;
+    }
+    this.draftTextDue = null; // the clarify frame carries the draft
     this.command(frame, now, out);
     return out;
   }

@@ -6,7 +6,9 @@ import assert from "node:assert/strict";
 import { readFileSync } from "node:fs";
 import { test } from "node:test";
 
-const PURE = ["state.mjs", "answer.mjs", "messages.mjs", "reconnect.mjs", "link.mjs", "text.mjs", "secret-shapes.mjs"];
+const PURE = [
+  "state.mjs", "answer.mjs", "messages.mjs", "reconnect.mjs", "link.mjs", "text.mjs", "secret-shapes.mjs", "secret-guard.mjs",
+];
 const WEB = new URL("../../clients/web/", import.meta.url);
 const FORBIDDEN = [
   "document", "window", "navigator", "location", "WebSocket", "localStorage", "sessionStorage", "fetch",
