@@ -46,7 +46,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.epilog = (
         "Other settings come from QBROKER_* environment variables, among them QBROKER_SECRET, "
         "QBROKER_CLIENT_WAIT, QBROKER_RECONNECT_GRACE, QBROKER_RETENTION, QBROKER_ALLOWED_ORIGINS, "
-        "QBROKER_RATE_LIMIT and QBROKER_LOG_FORMAT (auto, the default: readable lines on a "
+        "QBROKER_RATE_LIMIT, QBROKER_NOTIFY_CONFIG (notification routes: docs/notifications.md) "
+        "and QBROKER_LOG_FORMAT (auto, the default: readable lines on a "
         "terminal, JSON lines otherwise; or json, or text); docs/operations.md lists all of them "
         "with their defaults, and docs/deploy.md the Redis Cluster and durability ones."
     )
@@ -108,6 +109,13 @@ def run(args: argparse.Namespace) -> int:
         )
     config = replace(config, secret=secret)
     app = create_app(config, web_dir=getattr(args, "web_dir", None))
+    if config.notify_config is not None and config.public_url is None:
+        print(
+            "qbroker serve: warning: notification routes but no QBROKER_PUBLIC_URL: their links"
+            f" point at {config.link_base()}, which people elsewhere cannot open",
+            file=sys.stderr,
+            flush=True,
+        )
     uv_config = uvicorn.Config(
         app,
         host=config.host,

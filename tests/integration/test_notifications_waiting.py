@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.clients import person
 from tests.helpers.notify import NotifyDeployment, notify_deployment
-from tests.helpers.processes import REPO_ROOT, broker_env, free_port
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker_env, free_port
 from tests.helpers.protocol import Agent
 from tests.helpers.samples import new_sid, single
 
@@ -150,3 +150,16 @@ def test_a_routes_file_serve_cannot_use_stops_it_in_one_line_naming_the_file_rou
     assert result.stdout == ""
     assert result.stderr.startswith(f"qbroker: {path}{says}"), result.stderr
     assert result.stderr.count("\n") == 1, result.stderr
+
+
+def test_routes_without_a_public_url_are_a_warning_and_the_broker_serves() -> None:
+    with tempfile.TemporaryDirectory(prefix="qbroker-routes-") as directory:
+        path = Path(directory, "notify.toml")
+        path.write_text('[[route]]\nsessions = "*"\nkind = "slack"\nurl = "http://127.0.0.1:9/h"\n')
+        process = BrokerProcess(free_port(), broker_env(directory, notify_config=str(path)), directory).start()
+        try:
+            log = process.log()
+        finally:
+            process.stop()
+    assert "warning: notification routes but no QBROKER_PUBLIC_URL" in log
+    assert f"http://127.0.0.1:{process.port}" in log
