@@ -12,6 +12,8 @@ malformed one leaves the state as it was.
 
 from __future__ import annotations
 
+from broker.core.secret_shapes import RULES
+from clients.tui import secret_stop
 from clients.tui.state import Frame, Notice, TuiState
 
 ERROR_TEXT: dict[str, str] = {
@@ -71,6 +73,7 @@ def apply(state: TuiState, frame: Frame) -> None:
         state.suspended = frame
         state.busy = False
         state.draft_refs.clear()
+        secret_stop.drop(state)
         if state.mode != "confirm":
             state.mode = "list"
     elif kind == "idle":
@@ -78,6 +81,7 @@ def apply(state: TuiState, frame: Frame) -> None:
         state.view = "idle"
         state.frame = None
         state.suspended = None
+        secret_stop.drop(state)
         state.mode = "list"
         state.busy = False
         state.draft_refs.clear()
@@ -93,6 +97,9 @@ def apply(state: TuiState, frame: Frame) -> None:
             state.draft_refs.discard(ref)
         code = str(frame.get("code", "error"))
         text = ERROR_TEXT.get(code) or str(frame.get("message") or code)
+        if code == "looks_like_secret":  # (the broker's message is written for programs)
+            sentence = next((r.sentence for r in RULES if r.code == frame.get("rule")), "a password, key or token")
+            text = f"Not sent: the broker says it looks like {sentence}."
         state.notice = Notice("error", f"{text} [{code}]")
 
 
@@ -133,6 +140,9 @@ def _apply_question(state: TuiState, frame: Frame) -> None:
     else:
         state.busy = False
         state.draft_refs.clear()
+        secret_stop.drop(state)  # the question moved on: nothing held is sent
+        if not same_question:
+            state.confirmed_texts.clear()  # what was confirmed was about the last question
         _adopt_draft(state, frame)
         if not same_question:
             state.highlight = 0
@@ -157,6 +167,7 @@ def _adopt_draft(state: TuiState, frame: Frame) -> None:
     state.selected = set(draft.get("selectedOptionIds") or [])
     other = draft.get("other")
     state.other = other if isinstance(other, str) and other.strip() else None
+    secret_stop.accept(state, state.other)
 
 
 def _check_question(frame: Frame) -> None:

@@ -5,7 +5,8 @@ space escape backspace delete left right tab clear_line``, plus ``char`` and ``p
 ``data``) and returns the client frames to send: ``answer``, ``draft``, ``clarify`` or
 ``cancel``, each with the ``questionnaireId`` and ``step`` of the broker's latest frame and a
 ``ref`` of its own. Nothing advances here: an answer marks the state busy until the broker's
-next frame, and while the connection is down nothing is sent and the person is told so.
+next frame, and while the connection is down nothing is sent and the person is told so. A
+typed text that looks like a secret stops first and asks (``secret_stop``).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 from typing import Any, Literal
 
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
+from clients.tui import secret_stop
 from clients.tui.state import Frame, Notice, Row, TuiState
 from clients.tui.text_input import TextInput
 
@@ -24,6 +26,8 @@ def press(state: TuiState, name: str, data: str = "") -> list[Frame]:
     state.notice = None  # a notice answers the previous key; this one may set a new one
     if state.mode == "confirm":
         return _key_confirm(state, name, data)
+    if state.mode == "secret":
+        return _key_secret(state, name, data)
     if state.view == "suspended":
         if name == "escape":
             _open_confirm(state)
@@ -149,13 +153,14 @@ def _command(state: TuiState, kind: str, **fields: Any) -> Frame:
     source = state.suspended if state.view == "suspended" else state.frame
     assert source is not None
     state.last_ref += 1
-    return {
+    frame = {
         "type": kind,
         "questionnaireId": source["questionnaireId"],
         "step": source["step"],
         **fields,
         "ref": state.last_ref,
     }
+    return secret_stop.vouch(state, frame)
 
 
 def _draft(state: TuiState) -> list[Frame]:
@@ -221,6 +226,8 @@ def _submit_input(state: TuiState) -> list[Frame]:
             return []
         if state.busy or _offline_refusal(state):
             return []
+        if secret_stop.holds(state, "clarify", text):
+            return []
         fields: dict[str, Any] = {"request": text}
         if state.is_multi:
             draft: dict[str, Any] = {"selectedOptionIds": state.ordered_selection()}
@@ -235,6 +242,8 @@ def _submit_input(state: TuiState) -> list[Frame]:
         if not text:
             state.notice = Notice("warn", "Type an answer, or Esc to go back.")
             return []
+        if state.busy or _offline_refusal(state) or secret_stop.holds(state, "other", text):
+            return []
         return _answer(state, [], text)
     if _offline_refusal(state):
         return []
@@ -243,10 +252,29 @@ def _submit_input(state: TuiState) -> list[Frame]:
         if high is not None and state.selection_count() >= high:
             state.notice = Notice("warn", f"You can choose at most {high} — clear an option to add Other.")
             return []
+    if secret_stop.holds(state, "other", text):
+        return []
     state.other = text or None
     state.last_other = text
     state.mode = "list"
     return _draft(state)
+
+
+def _key_secret(state: TuiState, name: str, data: str) -> list[Frame]:
+    """The stop before a text that looks like a secret: s sends it anyway, e or Esc edits it."""
+    held = state.held
+    if held is None:
+        state.mode = "list"
+        return []
+    if name == "char" and data.lower() == "s":
+        state.confirmed_texts.add(held.text)
+        state.held = None
+        state.mode = held.kind
+        return _submit_input(state)  # the same text, now with the person's word for it
+    if name == "escape" or (name == "char" and data.lower() == "e"):
+        state.held = None
+        state.mode = held.kind  # back in the field, the text as typed
+    return []
 
 
 def _key_confirm(state: TuiState, name: str, data: str) -> list[Frame]:

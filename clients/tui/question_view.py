@@ -107,7 +107,7 @@ def question_body(state: TuiState, width: int, height: int) -> list[Line]:
         reply_at = len(text)
         text += clar
     avail = height - len(head) - len(heading)  # for the text, its spacer and what is below
-    if state.mode in ("other", "clarify"):
+    if state.mode in ("other", "clarify", "secret"):
         lower = _input_box(state, width)
         return head + heading + state.scroll.text_window(text, reply_at, max(2, avail - len(lower))) + lower
     blocks = _row_blocks(state, width)
@@ -180,7 +180,9 @@ def _row_blocks(state: TuiState, width: int) -> list[Block]:
 def _input_box(state: TuiState, width: int) -> list[Line]:
     inner = max(10, width - 8)
     box = state.input
-    caption = "Your own answer" if state.mode == "other" else "Ask the agent about this question"
+    held = state.held if state.mode == "secret" else None
+    kind = held.kind if held is not None else state.mode
+    caption = "Your own answer" if kind == "other" else "Ask the agent about this question"
     count = f" {len(box.text)}/{box.limit} "
     chunks = hard_wrap(box.text + " ", inner)
     # Which chunk holds the cursor?
@@ -225,6 +227,8 @@ def _input_box(state: TuiState, width: int) -> list[Line]:
             [("", "  "), ("class:input.frame", "│ ")] + body + [("class:input.text", fill), ("class:input.frame", " │")]
         )
     lines.append([("", "  "), ("class:input.frame", "└" + "─" * (inner + 2) + "┘")])
+    if held is not None:
+        return lines + _secret_warning(held.message(), width)
     if state.mode == "other" and state.is_multi:
         note = "Counts as one choice; leave empty to remove it."
     elif state.mode == "other":
@@ -232,4 +236,26 @@ def _input_box(state: TuiState, width: int) -> list[Line]:
     else:
         note = "The agent answers in the chat; this question waits here meanwhile."
     lines.append([("", "  "), ("class:hint", truncate(note, width - 4))])
+    return lines
+
+
+def _secret_warning(message: str, width: int) -> list[Line]:
+    """Under the field whose text was held back: what it looks like, and the two ways on."""
+    text = (
+        f"{message} Whatever you send goes into the agent's context, and agents should never be "
+        "given passwords, keys or tokens."
+    )
+    lines: list[Line] = [[("", "  "), ("class:status.warn", "⚠ This looks like a secret — nothing was sent")]]
+    lines += [[("", "  "), ("class:prompt", chunk)] for chunk in wrap(text, max(10, width - 4))]
+    lines.append(
+        [
+            ("", "  "),
+            ("class:help.key", "s"),
+            ("class:hint", " send it anyway   "),
+            ("class:help.key", "e"),
+            ("class:hint", " or "),
+            ("class:help.key", "Esc"),
+            ("class:hint", " edit it"),
+        ]
+    )
     return lines

@@ -10,14 +10,17 @@ sent waits (``busy``) until the broker's next frame says what became of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from broker.core.model import MAX_OTHER
 from clients.tui.scroll import Scroll
 from clients.tui.text_input import TextInput
 
+if TYPE_CHECKING:
+    from clients.tui.secret_stop import Held
+
 Frame = dict[str, Any]
-Mode = Literal["list", "other", "clarify", "confirm"]
+Mode = Literal["list", "other", "clarify", "confirm", "secret"]
 View = Literal["connecting", "idle", "question", "suspended"]
 Conn = Literal["connecting", "connected", "offline"]
 
@@ -60,6 +63,10 @@ class TuiState:
         self.last_other = ""  # what was typed last, to edit rather than retype
         self.last_clarify = ""  # an unsent clarification, kept across Esc until sent or the question changes
         self.input = TextInput(MAX_OTHER)
+        # The stop before a text that looks like a secret (secret_stop.py): the text held back
+        # (mode "secret"), and the texts the person chose to send anyway, for this question.
+        self.held: Held | None = None
+        self.confirmed_texts: set[str] = set()
         self.notice: Notice | None = None
         self.busy = False
         self.scroll = Scroll()

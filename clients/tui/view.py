@@ -140,6 +140,10 @@ def _connecting_body(state: TuiState, width: int, height: int, now: float) -> li
 
 
 def _status_line(state: TuiState, width: int, now: float) -> Line:
+    if state.mode == "secret" and state.held is not None:
+        # The keys first, so that they fit any width; what the text looks like is above.
+        text = " ! Not sent: this looks like a secret.  [s] send anyway  [e] edit "
+        return [("class:status.confirm", truncate(text, width))]
     if state.mode == "confirm":
         return [
             (
@@ -198,6 +202,8 @@ def _read_key(state: TuiState) -> list[tuple[str, str]]:
 def _help_line(state: TuiState, width: int) -> Line:
     if state.mode == "confirm":
         keys = [("y", "cancel questionnaire"), ("n/Esc", "keep answering")]
+    elif state.mode == "secret":
+        keys = [("s", "send anyway"), ("e/Esc", "edit"), ("Ctrl+C", "quit")]
     elif state.view == "question" and state.mode in ("other", "clarify"):
         keys = [
             ("Enter", "send" if state.mode == "clarify" or not state.is_multi else "done"),
