@@ -20,7 +20,12 @@ What a store keeps, per session (every Redis key carries the ``{sid}`` hash tag)
 - notifications: after every successful write the store publishes a ``Notice`` to every
   broker process interested in the session: ids, version, status and sequence number, and
   (up to a size limit) the written state itself, so that a receiver can usually act on it
-  without reading the store. Notices are never logged.
+  without reading the store. Notices are never logged;
+- the inbox: an entry (``broker.core.inbox.Entry``) beside each open questionnaire, kept by
+  the same writes, and an index of the sessions with open questionnaires that answers "which
+  sessions whose id starts with P" without visiting any other session. Processes that watch
+  a prefix hear of every questionnaire created under it and of every change of who is
+  connected to its sessions (the rest of a session's writes they follow by subscribing to it).
 
 Terminal questionnaires expire ``retention`` seconds after their last change; open ones
 too, counted from their last change, so that nothing abandoned lives for ever.
@@ -34,6 +39,7 @@ from typing import Any
 
 import msgspec
 
+from broker.core.inbox import Entry
 from broker.core.machine import Questionnaire
 from broker.core.revocations import Revocation
 
@@ -134,8 +140,20 @@ class Presence(msgspec.Struct, frozen=True):
     last_seen: float | None  # last time the session had a client (None: never)
 
 
+class SessionInbox(msgspec.Struct, frozen=True):
+    """A session as the inbox shows it: its open questionnaires' entries (in no particular
+    order), its connected clients, and the session's write number they are as of (0: none)."""
+
+    session_id: str
+    entries: tuple[Entry, ...]
+    clients: int
+    seq: int = 0
+
+
 NoticeHandler = Callable[[Notice], Coroutine[Any, Any, None]]
 ReconnectHandler = Callable[[], Awaitable[None]]
+# A change of who is connected to a session: its id and its connected clients now.
+PresenceHandler = Callable[[str, int], Coroutine[Any, Any, None]]
 
 
 class StoreUnavailable(Exception):
@@ -249,13 +267,41 @@ class Store(abc.ABC):
     async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         """Stop delivering this session's notices (of that subscription)."""
 
+    # --- the inbox ----------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def open_sessions(self, prefix: str) -> list[str]:
+        """Ids of the sessions whose id starts with ``prefix`` ("": every session) that have
+        open questionnaires (and perhaps a few whose last one has just ended), in no order."""
+
+    @abc.abstractmethod
+    async def session_inboxes(self, session_ids: list[str], now: float) -> list[SessionInbox]:
+        """Each session's entries, connected clients and write number, in the order asked
+        (a session with nothing open has no entries), in one round trip where the store can."""
+
+    @abc.abstractmethod
+    async def watch_inbox(self, prefix: str) -> None:
+        """Start delivering, for the sessions whose id starts with ``prefix`` (""; every
+        session): the notice of every questionnaire created, to ``on_notice``, and every
+        change of a session's connected clients, to ``on_presence`` (the handlers given to
+        ``start``). Returns once the store confirmed it. A store may deliver more (of other
+        prefixes) and may deliver a create's notice twice (when the session is subscribed
+        to as well). Counted: it lasts until as many ``unwatch_inbox(prefix)``."""
+
+    @abc.abstractmethod
+    async def unwatch_inbox(self, prefix: str) -> None:
+        """Undo one ``watch_inbox(prefix)``."""
+
     # --- life cycle -------------------------------------------------------------------
 
     @abc.abstractmethod
-    async def start(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> None:
-        """Connect. ``on_notice`` gets every notice of subscribed sessions; ``on_reconnect``
-        runs after the notification channel was lost and re-established (notices may have
-        been missed: re-read everything)."""
+    async def start(
+        self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler, on_presence: PresenceHandler | None = None
+    ) -> None:
+        """Connect. ``on_notice`` gets every notice of subscribed sessions (and of creates
+        under watched prefixes); ``on_reconnect`` runs after the notification channel was lost
+        and re-established (notices may have been missed: re-read everything);
+        ``on_presence`` gets the changes of who is connected under watched prefixes."""
 
     @abc.abstractmethod
     async def close(self) -> None:

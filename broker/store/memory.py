@@ -15,9 +15,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from collections.abc import Coroutine
 from dataclasses import dataclass, field
+from typing import Any
 
+from broker.core.inbox import Entry, next_entry
 from broker.core.machine import Questionnaire
 from broker.core.revocations import Revocation
 from broker.speedups.eager import eagerly
@@ -26,8 +29,10 @@ from broker.store.base import (
     Notice,
     NoticeHandler,
     Presence,
+    PresenceHandler,
     ReconnectHandler,
     Record,
+    SessionInbox,
     Store,
     Written,
 )
@@ -45,6 +50,7 @@ class _Session:
     # one still alive instead of visiting every retained questionnaire.
     expires_at: dict[str, float] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
+    entries: dict[str, Entry] = field(default_factory=dict)  # the inbox's, of open questionnaires
     idempotency: dict[str, tuple[str, float]] = field(default_factory=dict)  # key -> (id, expiry)
     clients: dict[str, float] = field(default_factory=dict)  # client id -> heartbeat expiry
     last_seen: float | None = None
@@ -67,6 +73,14 @@ class _Session:
 
     def keep(self, state: Questionnaire) -> None:
         self.questionnaires[state.id] = to_msgpack(state.to_record()) if state.is_terminal else state
+        entry = next_entry(self.entries.get(state.id), state)
+        if entry is None:
+            self.entries.pop(state.id, None)
+        else:
+            self.entries[state.id] = entry
+
+    def live_clients(self, now: float) -> int:
+        return sum(1 for expiry in self.clients.values() if expiry > now)
 
     def renew(self, questionnaire_id: str, expiry: float) -> None:
         self.expires_at.pop(questionnaire_id, None)
@@ -81,7 +95,9 @@ class MemoryStore(Store):
         self._sessions: defaultdict[str, _Session] = defaultdict(_Session)
         self._subscribed: set[str] = set()  # every write's notices
         self._subscribed_to_outcomes: set[str] = set()  # only outcomes' notices
+        self._watched: Counter[str] = Counter()  # prefixes whose creates and presence are told
         self._on_notice: NoticeHandler | None = None
+        self._on_presence: PresenceHandler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
         self._pending: set[asyncio.Future[None]] = set()
         self._revocations: dict[str, Revocation] = {}  # Revocation.key -> revocation
@@ -105,7 +121,7 @@ class MemoryStore(Store):
         session.renew(state.id, self._now() + self.retention)
         session.queue.append(state.id)
         session.seq += 1
-        self._notify(state, session.seq, None)
+        self._notify(state, session.seq, None, created=True)
         return state
 
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
@@ -155,22 +171,30 @@ class MemoryStore(Store):
 
     async def heartbeat(self, session_id: str, client_id: str, ttl: float, now: float) -> None:
         session = self._sessions[session_id]
+        arrived = session.clients.get(client_id, now) <= now  # new, or back after lapsing
         session.clients[client_id] = now + ttl
         session.last_seen = now
+        if arrived:
+            self._tell_presence(session_id, session.live_clients(now))
 
     async def leave(self, session_id: str, client_id: str, now: float) -> None:
         session = self._sessions[session_id]
         if session.clients.pop(client_id, None) is not None:
             session.last_seen = now
+            self._tell_presence(session_id, session.live_clients(now))
 
     async def presence(self, session_id: str, now: float) -> Presence:
         session = self._sessions.get(session_id)
         if session is None:
             return Presence(0, None)
+        lapsed = False
         for client_id, expiry in list(session.clients.items()):
             if expiry <= now:
                 del session.clients[client_id]
                 session.last_seen = max(session.last_seen or expiry, expiry)
+                lapsed = True
+        if lapsed:
+            self._tell_presence(session_id, len(session.clients))
         return Presence(len(session.clients), session.last_seen)
 
     async def claim(self, session_id: str, name: str, ttl: float) -> bool:
@@ -196,27 +220,61 @@ class MemoryStore(Store):
         version = str(self._revocations_version)
         return None if version == known else (version, list(self._revocations.values()))
 
+    async def open_sessions(self, prefix: str) -> list[str]:
+        return [sid for sid, session in self._sessions.items() if session.entries and sid.startswith(prefix)]
+
+    async def session_inboxes(self, session_ids: list[str], now: float) -> list[SessionInbox]:
+        inboxes = []
+        for session_id in session_ids:
+            session = self._sessions.get(session_id)
+            if session is None:
+                inboxes.append(SessionInbox(session_id, (), 0, 0))
+                continue
+            self._expire(session, tuple(session.entries))
+            inboxes.append(
+                SessionInbox(session_id, tuple(session.entries.values()), session.live_clients(now), session.seq)
+            )
+        return inboxes
+
+    async def watch_inbox(self, prefix: str) -> None:
+        self._watched[prefix] += 1
+
+    async def unwatch_inbox(self, prefix: str) -> None:
+        if self._watched[prefix] <= 1:
+            del self._watched[prefix]
+        else:
+            self._watched[prefix] -= 1
+
+    def _is_watched(self, session_id: str) -> bool:
+        return any(session_id.startswith(prefix) for prefix in self._watched)
+
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         (self._subscribed_to_outcomes if outcomes_only else self._subscribed).add(session_id)
 
     async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         (self._subscribed_to_outcomes if outcomes_only else self._subscribed).discard(session_id)
 
-    async def start(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> None:
+    async def start(
+        self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler, on_presence: PresenceHandler | None = None
+    ) -> None:
         self._on_notice = on_notice
+        self._on_presence = on_presence
         self._loop = asyncio.get_running_loop()
 
     async def close(self) -> None:
         self._on_notice = None
+        self._on_presence = None
         for task in list(self._pending):
             task.cancel()
 
-    def _notify(self, state: Questionnaire, seq: int, head: Head | None) -> None:
+    def _notify(self, state: Questionnaire, seq: int, head: Head | None, created: bool = False) -> None:
         """Deliver the notice on the next loop turn, as pub/sub would: after the writer
         has finished its own fan-out, so its own write is not shown twice."""
         sid = state.session_id
         if self._on_notice is not None and (
-            sid in self._subscribed or (state.is_outcome and sid in self._subscribed_to_outcomes)
+            sid in self._subscribed
+            or (state.is_outcome and sid in self._subscribed_to_outcomes)
+            or (created and self._watched and self._is_watched(sid))
         ):
             # Even the notice is made on that turn: the writer's fan-out goes first, unhindered.
             assert self._loop is not None  # (set by start, with _on_notice)
@@ -233,6 +291,27 @@ class MemoryStore(Store):
             return
         if task is not None:
             assert isinstance(task, asyncio.Task)  # (it waited on a lock: only Redis replies are Resumable)
+            self._pending.add(task)
+            task.add_done_callback(self._notice_done)
+
+    def _tell_presence(self, session_id: str, clients: int) -> None:
+        """A change of who is connected, on the next loop turn, to a watcher of the session."""
+        if self._on_presence is not None and self._watched and self._is_watched(session_id):
+            assert self._loop is not None  # (set by start, with _on_presence)
+            self._loop.call_soon(self._deliver_presence, session_id, clients)
+
+    def _deliver_presence(self, session_id: str, clients: int) -> None:
+        if self._on_presence is not None:
+            self._run(self._on_presence(session_id, clients))
+
+    def _run(self, handler: Coroutine[Any, Any, None]) -> None:
+        try:
+            task = eagerly(handler)
+        except Exception:
+            log.exception("presence handler failed")
+            return
+        if task is not None:
+            assert isinstance(task, asyncio.Task)
             self._pending.add(task)
             task.add_done_callback(self._notice_done)
 
@@ -261,6 +340,7 @@ class MemoryStore(Store):
             if expiry <= now:
                 del session.expires_at[questionnaire_id]
                 session.questionnaires.pop(questionnaire_id, None)
+                session.entries.pop(questionnaire_id, None)
                 if questionnaire_id in session.queue:
                     session.queue.remove(questionnaire_id)
         if only is not None:

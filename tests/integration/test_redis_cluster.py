@@ -35,11 +35,13 @@ import redis
 
 from broker.store.base import Notice, Store
 from broker.store.redis import RedisStore, channel_for
+from broker.store.redis.keys import INBOX_SHARDS, inbox_channel, inbox_shard, index_key
 from tests.helpers.clients import ScriptedClient
 from tests.helpers.processes import broker, need, redis_server_command, token
 from tests.helpers.samples import new_sid as new_session
 from tests.helpers.waiting import eventually, wait_until
 from tests.integration import test_store_contract as contract
+from tests.integration import test_store_inbox as inbox_contract
 from tests.integration import test_store_revocations as revocations_contract
 from tests.integration.test_store_contract import Listener, new_questionnaire
 
@@ -222,7 +224,7 @@ def listener() -> CheckingListener:
 @pytest.fixture
 async def store(cluster: LocalCluster, listener: Listener) -> AsyncIterator[Store]:
     opened = RedisStore(cluster.url, 3600.0, cluster=True)
-    await opened.start(listener.on_notice, listener.on_reconnect)
+    await opened.start(listener.on_notice, listener.on_reconnect, listener.on_presence)
     try:
         yield opened
     finally:
@@ -246,8 +248,8 @@ def sessions_on_every_master(cluster: LocalCluster, per_master: int, prefix: str
 
 # Every contract test that needs nothing but a ``store`` (and its ``listener``) runs here
 # again, against this module's cluster-backed ``store`` fixture (the revocations' too: their
-# keys share one slot of their own).
-for _module in (contract, revocations_contract):
+# keys share one slot of their own; and the inbox's part).
+for _module in (contract, revocations_contract, inbox_contract):
     for _name, _test in inspect.getmembers(_module, inspect.iscoroutinefunction):
         if _name.startswith("test_") and set(inspect.signature(_test).parameters) <= {"store", "listener"}:
             globals()[_name] = _test
@@ -272,9 +274,9 @@ async def test_sessions_keys_and_subscriptions_spread_over_the_masters(
             keys = {key.decode() for key in admin.scan_iter(match="qb:{spread-*", count=1000)}
             channels = {c.decode() for c in admin.execute_command("PUBSUB", "SHARDCHANNELS", "qb:{spread-*")}
         # Each master holds exactly its own sessions' keys, all of them (questionnaire,
-        # queue, seq, idempotency key, clients, seen), and their notice subscriptions.
+        # queue, seq, idempotency key, clients, seen, inbox), and their notice subscriptions.
         assert {key.split("}")[0] + "}" for key in keys} == {"qb:{" + sid + "}" for sid in sids}
-        assert len(keys) == 6 * len(sids)
+        assert len(keys) == 7 * len(sids)
         assert channels == {channel_for(sid) for sid in sids}
 
 
@@ -459,3 +461,46 @@ def test_two_brokers_complete_questionnaires_for_sessions_on_every_master(cluste
         with cluster.admin(port) as admin:
             keys = {key.decode().split("}")[0] + "}" for key in admin.scan_iter(match="qb:{served-*", count=1000)}
         assert keys == {"qb:{" + sid + "}" for sid in sids_there}
+
+
+# --- the inbox's index ------------------------------------------------------------------
+
+
+async def test_the_inbox_index_is_sharded_over_every_master_and_a_tenant_stays_on_one(
+    cluster: LocalCluster, store: RedisStore
+) -> None:
+    owners = {cluster.owner_of(index_key(shard)) for shard in range(INBOX_SHARDS)}
+    assert owners == set(cluster.ports)  # no one key (or node) for every tenant
+
+    tenants = {f"tenant{n}" for n in range(40)}
+    assert len({inbox_shard(f"{tenant}:x") for tenant in tenants}) > 3
+    tenant = f"acme{uuid.uuid4().hex[:6]}"
+    sids = [f"{tenant}:{n}" for n in range(12)]
+    assert len({cluster.owner_of(channel_for(sid)) for sid in sids}) > 1  # its sessions spread...
+    for sid in sids:
+        await store.create(new_questionnaire(sid))
+    shard_key = index_key(inbox_shard(f"{tenant}:"))
+    with cluster.admin(cluster.owner_of(shard_key)) as admin:  # ...its index does not
+        members = {member.decode() for member in admin.zrange(shard_key, 0, -1)}
+    assert {member for member in members if member.startswith(f"{tenant}:")} == set(sids)
+    assert sorted(await store.open_sessions(f"{tenant}:")) == sorted(sids)
+    found = await store.session_inboxes(sids, contract.NOW)
+    assert all(len(one.entries) == 1 for one in found)
+
+
+async def test_a_watched_prefix_hears_creates_and_presence_from_sessions_on_every_master(
+    cluster: LocalCluster, store: RedisStore, listener: Listener
+) -> None:
+    tenant = f"w{uuid.uuid4().hex[:6]}"
+    sids = [f"{tenant}:{n}" for n in range(9)]
+    assert len({cluster.owner_of(channel_for(sid)) for sid in sids}) == MASTERS
+    await store.watch_inbox(f"{tenant}:")
+    with cluster.admin(cluster.owner_of(inbox_channel(inbox_shard(f"{tenant}:")))) as admin:
+        assert inbox_channel(inbox_shard(f"{tenant}:")).encode() in admin.execute_command("PUBSUB", "SHARDCHANNELS")
+
+    created = {await store.create(new_questionnaire(sid)) for sid in sids}
+    heard = {(await listener.next_notice()).questionnaire_id for _ in sids}
+    assert heard == {state.id for state in created}
+
+    await store.heartbeat(sids[0], "c-1", ttl=30, now=contract.NOW)
+    assert await asyncio.wait_for(listener.presences.get(), contract.DEADLINE) == (sids[0], 1)

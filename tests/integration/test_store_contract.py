@@ -36,6 +36,7 @@ from broker.store.redis import connections as redis_connections
 from broker.store.redis import notices as redis_notices
 from broker.store.redis import store as redis_store_module
 from broker.store.redis import subscriptions as redis_subscriptions
+from broker.store.redis.keys import inbox_shard, index_key
 from tests.helpers.processes import RedisServer, redis_server
 from tests.helpers.samples import new_sid as new_session
 from tests.helpers.waiting import eventually
@@ -88,14 +89,19 @@ def completed(state: Questionnaire) -> Questionnaire:
 
 
 class Listener:
-    """The handlers given to ``Store.start``: notices and reconnects land in queues."""
+    """The handlers given to ``Store.start``: notices, reconnects and presence changes land
+    in queues."""
 
     def __init__(self) -> None:
         self.notices: asyncio.Queue[Notice] = asyncio.Queue()
         self.reconnects: asyncio.Queue[None] = asyncio.Queue()
+        self.presences: asyncio.Queue[tuple[str, int]] = asyncio.Queue()
 
     async def on_notice(self, notice: Notice) -> None:
         self.notices.put_nowait(notice)
+
+    async def on_presence(self, session_id: str, clients: int) -> None:
+        self.presences.put_nowait((session_id, clients))
 
     async def on_reconnect(self) -> None:
         self.reconnects.put_nowait(None)
@@ -138,7 +144,7 @@ async def store(request: pytest.FixtureRequest, listener: Listener) -> AsyncIter
     retention = 3600.0
     if kind == "memory":
         opened: Store = MemoryStore(retention)
-        await opened.start(listener.on_notice, listener.on_reconnect)
+        await opened.start(listener.on_notice, listener.on_reconnect, listener.on_presence)
         yield opened
         await opened.close()
         return
@@ -149,7 +155,7 @@ async def store(request: pytest.FixtureRequest, listener: Listener) -> AsyncIter
             server: RedisServer = request.getfixturevalue("real_redis")
             opened = RedisStore(server.unix_url if kind == "redis-unix" else server.url, retention)
             assert opened._commands.wire is not None  # both served by the store's own wire, not redis-py
-        await opened.start(listener.on_notice, listener.on_reconnect)
+        await opened.start(listener.on_notice, listener.on_reconnect, listener.on_presence)
         try:
             yield opened
         finally:
@@ -165,7 +171,7 @@ async def redis_client(request: pytest.FixtureRequest) -> AsyncIterator[Redis]:
 @pytest.fixture
 async def redis_store(redis_client: Redis, listener: Listener) -> AsyncIterator[RedisStore]:
     opened = RedisStore("redis://unused", 3600.0, client=redis_client)
-    await opened.start(listener.on_notice, listener.on_reconnect)
+    await opened.start(listener.on_notice, listener.on_reconnect, listener.on_presence)
     try:
         yield opened
     finally:
@@ -738,9 +744,11 @@ async def test_every_redis_key_carries_the_session_hash_tag(redis_store: RedisSt
     await redis_store.presence(sid, NOW + 2)
 
     keys = [key.decode() async for key in redis_client.scan_iter(count=100)]
+    own = [key for key in keys if key.startswith("qb:{" + sid + "}:")]
 
-    assert len(keys) >= 7  # 2 questionnaires, queue, seq, idempotency key, clients, seen
-    assert all(key.startswith("qb:{" + sid + "}:") for key in keys), keys
+    assert len(own) >= 8  # 2 questionnaires, queue, seq, idempotency key, clients, seen, inbox
+    # The one key sessions share: the inbox's index shard of the session's tenant (keys.py).
+    assert set(keys) - set(own) == {index_key(inbox_shard(sid))}, keys
 
 
 async def test_every_redis_key_expires(redis_store: RedisStore, redis_client: Redis) -> None:
@@ -751,10 +759,32 @@ async def test_every_redis_key_expires(redis_store: RedisStore, redis_client: Re
     await redis_store.heartbeat(sid, "c-1", ttl=30, now=NOW)
 
     keys = [key async for key in redis_client.scan_iter(count=100)]
+    index = index_key(inbox_shard(sid)).encode()
 
     assert keys
     for key in keys:
-        assert await redis_client.pttl(key) > 0, key
+        if key != index:  # shared by a tenant's sessions: each leaves it when nothing of it is open
+            assert await redis_client.pttl(key) > 0, key
+
+
+async def test_a_session_leaves_the_inbox_index_when_nothing_of_it_is_open(
+    redis_store: RedisStore, redis_client: Redis
+) -> None:
+    sid = new_session()
+    first = await redis_store.create(new_questionnaire(sid))
+    second = await redis_store.create(new_questionnaire(sid))
+    index = index_key(inbox_shard(sid))
+    await redis_store.compare_and_set(completed(first), first.version)
+    await eventually(lambda: not redis_store._chores, what="the index's upkeep")  # (beside the write)
+    assert await redis_client.zscore(index, sid) == 0  # one still open
+
+    await redis_store.compare_and_set(completed(second), second.version)
+
+    await eventually(lambda: _not_indexed(redis_client, index, sid), what="the session to leave the index")
+
+
+async def _not_indexed(client: Redis, index: str, sid: str) -> bool:
+    return await client.zscore(index, sid) is None
 
 
 async def test_a_retried_compare_and_set_reports_its_own_write(redis_store: RedisStore) -> None:

@@ -26,9 +26,11 @@ def test_every_lua_file_is_part_of_a_script() -> None:
         scripts.PRESENCE,
         scripts.REVOKE,
         scripts.REVOCATIONS,
+        scripts.INBOX,
+        scripts.INDEX,
     ]
     lua = [entry for entry in files(scripts).iterdir() if entry.name.endswith(".lua")]
-    assert len(lua) == 9
+    assert len(lua) == 11
     for entry in lua:
         assert any(entry.read_text(encoding="utf-8") in script for script in loaded), entry.name
 

@@ -9,8 +9,24 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:clients       zset  client id -> heartbeat expiry (Unix seconds)
     qb:{sid}:seen          string  last time the session had a client (Unix seconds)
     qb:{sid}:claim:<name>  string  a name taken once across brokers (SET NX with an expiry)
+    qb:{sid}:inbox         hash  open questionnaire id -> its inbox entry (broker/core/inbox.py)
     qb:{sid}:events        channel  a notice after every write (notices.py)
     qb:{sid}:outcomes      channel  the same notice again after a write that reached an outcome
+
+The inbox's index of sessions, sharded so that no one key serves every tenant::
+
+    qb:inbox:{inbox-NN}         zset  ids of sessions with open questionnaires (all scored 0,
+                                      so ZRANGEBYLEX finds those with a prefix)
+    qb:inbox:{inbox-NN}:events  channel  the notice of every questionnaire created in those
+                                      sessions, and every change of who is connected to them
+
+A session's shard (``NN``, one of ``INBOX_SHARDS``) is a hash of its id's first segment (up
+to the first ``:``), so the sessions of a tenant (``alice:build``, ``alice:review``) share one
+shard, and the tenants spread over the shards and so over a cluster's masters. A prefix with
+a ``:`` (``alice:``) is answered by its one shard; a shorter one (``ali``, or none for
+``*``) by every shard. The shards' keys are not a session's: a write script cannot touch
+them on a cluster, so the store keeps the index beside the scripts (store.py), and readers
+put right what a crash between the two left out of step.
 
 A write that reached an outcome (completed, cancelled, unavailable, needs_clarification)
 publishes its notice on the outcomes channel too: a process where only agent calls wait on
@@ -35,6 +51,11 @@ prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
 """
 
 from __future__ import annotations
+
+import zlib
+from typing import Final
+
+INBOX_SHARDS: Final = 32
 
 
 def prefix(session_id: str) -> str:
@@ -63,3 +84,26 @@ def presence_keys(session_id: str) -> list[str]:
 
 
 REVOCATIONS_KEYS = ["qb:{!revocations}:list", "qb:{!revocations}:version"]
+
+
+def inbox_key(session_id: str) -> str:
+    return prefix(session_id) + "inbox"
+
+
+def inbox_shard(session_id: str) -> int:
+    """The index shard of a session (or of a prefix that has its first segment)."""
+    return zlib.crc32(session_id.partition(":")[0].encode()) % INBOX_SHARDS
+
+
+def inbox_shards(session_prefix: str) -> list[int]:
+    """The shards that can hold sessions whose id starts with ``session_prefix``."""
+    return [inbox_shard(session_prefix)] if ":" in session_prefix else list(range(INBOX_SHARDS))
+
+
+def index_key(shard: int) -> str:
+    return f"qb:inbox:{{inbox-{shard:02d}}}"
+
+
+def inbox_channel(shard: int) -> str:
+    """The shard's channel (the index key's name and ``:events``: its scripts spell it so)."""
+    return index_key(shard) + ":events"

@@ -17,7 +17,7 @@ from collections.abc import Callable, Container
 from typing import Any, Final
 
 from broker.core.machine import Questionnaire
-from broker.store.base import Head, Notice, Record
+from broker.store.base import NOTICE_STATE_LIMIT, Head, Notice, Record
 from broker.store.records import Records, from_msgpack, to_msgpack
 from broker.store.redis.keys import channel_for
 
@@ -34,6 +34,30 @@ def notice_prefix(state: Questionnaire) -> bytes:
     script appends the record, the write number and the head)."""
     packed = to_msgpack([state.session_id, state.id, state.version, state.status])
     return b"\x97" + packed[1:]  # fixarray 4 -> fixarray 7
+
+
+def created_notice(state: Questionnaire, record: bytes, seq: int) -> bytes:
+    """The notice of a create, as the create script published it on the session's channel
+    (``record``: the state as stored; ``seq``: its write number), for the index shard's."""
+    carried = record if len(record) <= NOTICE_STATE_LIMIT else None
+    return notice_prefix(state) + to_msgpack(carried) + to_msgpack(seq) + b"\xc0"  # (head: nil)
+
+
+def presence_message(session_id: str, clients: int) -> bytes:
+    return to_msgpack([session_id, clients])
+
+
+def decode_presence(data: Any) -> tuple[str, int] | None:
+    """A presence message's session id and clients, or None when it is not one (never raises)."""
+    if not data or data[0] != 0x92:  # a fixarray of 2; a notice is one of 3 or more
+        return None
+    try:
+        session_id, clients = from_msgpack(data)
+    except (ValueError, TypeError):
+        return None
+    if not isinstance(session_id, str) or type(clients) is not int or clients < 0:
+        return None
+    return session_id, clients
 
 
 def decode_notice(data: Any, record_of: Callable[[bytes], Record]) -> Notice | None:

@@ -4,7 +4,10 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import uuid
+from collections import Counter
+from collections.abc import Coroutine
 from typing import Any, Final
 
 from redis.asyncio import Redis
@@ -12,6 +15,7 @@ from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.typing import EncodableT
 
+from broker.core import inbox
 from broker.core.machine import Questionnaire
 from broker.core.revocations import Revocation
 from broker.store.base import (
@@ -19,7 +23,9 @@ from broker.store.base import (
     Head,
     NoticeHandler,
     Presence,
+    PresenceHandler,
     ReconnectHandler,
+    SessionInbox,
     Store,
     StoreUnavailable,
     Written,
@@ -31,18 +37,25 @@ from broker.store.redis.keys import (
     REVOCATIONS_KEYS,
     channel_for,
     claim_key,
+    inbox_channel,
+    inbox_key,
+    inbox_shard,
+    inbox_shards,
+    index_key,
     prefix,
     presence_keys,
     questionnaire_prefix,
     queue_keys,
 )
 from broker.store.redis.links import PubSub
-from broker.store.redis.notices import head_of, notice_prefix
+from broker.store.redis.notices import created_notice, head_of, notice_prefix, presence_message
 from broker.store.redis.routing import Routing
 from broker.store.redis.scripts import (
     COMPARE_AND_SET,
     CREATE,
     HEARTBEAT,
+    INBOX,
+    INDEX,
     LEAVE,
     PRESENCE,
     QUEUE,
@@ -51,6 +64,8 @@ from broker.store.redis.scripts import (
     write_script,
 )
 from broker.store.redis.subscriptions import Subscriptions
+
+logger = logging.getLogger(__name__)
 
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
 _PROBE_SESSION: Final = "qbroker-start-probe"  # a session only start() uses (see _try_access)
@@ -103,6 +118,12 @@ class RedisStore(Store):
         self._presence = commands.register(PRESENCE)
         self._revoke = commands.register(REVOKE)
         self._revocations = commands.register(REVOCATIONS)
+        self._inbox = commands.register(INBOX)
+        self._index = commands.register(write_script(INDEX, pubsub.publish))
+        self._publish = pubsub.publish
+        self._watched: Counter[str] = Counter()  # watch_inbox's prefixes
+        self._watching: Counter[int] = Counter()  # ... and the index shards they need
+        self._chores: set[asyncio.Future[None]] = set()  # the index's and presence's, off the caller's path
 
         self._records = records = Records()
         self._subscriptions = subscriptions = Subscriptions(Routing(client, commands.wire), pubsub, records)
@@ -112,22 +133,30 @@ class RedisStore(Store):
 
     async def create(self, state: Questionnaire, idempotency_key: str | None = None) -> Questionnaire:
         sid = state.session_id
-        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq"]
+        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq", inbox_key(sid)]
         if idempotency_key is not None:
             keys.append(prefix(sid) + "idem:" + idempotency_key)
+        entry = inbox.entry_of(state)
+        record = self._own_writes.pack(state)
         args: list[EncodableT] = [
             state.id,
             state.version,
-            self._own_writes.pack(state),
+            record,
             ms(self.retention),
             notice_prefix(state),
             NOTICE_STATE_LIMIT,
+            b"" if entry is None else inbox.pack(entry),
         ]
         with reachable("create"):
             reply = await self._commands.write(self._create, keys, args, lambda r: int(r[0]) == 1)
         if int(reply[0]) == 1:
+            # Indexed after it is stored: whoever hears of it then finds it (see _unindex).
+            await self._index_session(sid, created_notice(state, record, int(reply[1])))
             return state
-        return self._unpack(reply[1])
+        stored = self._unpack(reply[1])
+        if not stored.is_terminal:  # a retry after a failure between the two: indexed now
+            await self._index_session(sid, b"")
+        return stored
 
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
         with reachable("load"):
@@ -139,7 +168,8 @@ class RedisStore(Store):
     ) -> Written | None:
         # (The notice goes out regardless: other processes' clients and waiters need it.)
         sid = state.session_id
-        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq"]
+        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq", inbox_key(sid)]
+        entry = inbox.entry_of(state)
         args: list[EncodableT] = [
             expected_version,
             state.version,
@@ -150,6 +180,8 @@ class RedisStore(Store):
             notice_prefix(state),
             NOTICE_STATE_LIMIT,
             "1" if state.is_outcome else "0",
+            b"" if entry is None else inbox.pack(entry),
+            0 if entry is None else inbox.moment_length(entry),
         ]
         with reachable("compare_and_set"):
             reply = await self._commands.write(self._compare_and_set, keys, args, lambda r: isinstance(r, list))
@@ -158,7 +190,10 @@ class RedisStore(Store):
         seq = int(reply[0])
         if seq == 0 or len(reply) < 2:
             return Written(seq)
-        return Written(seq, self._head(reply[2], seq) if len(reply) > 2 else Head(None, seq))
+        if len(reply) == 2:  # nothing open left in the session: it leaves the inbox's index
+            self._chore(self._unindex(sid))
+            return Written(seq, Head(None, seq))
+        return Written(seq, self._head(reply[2], seq))
 
     async def queue(self, session_id: str) -> list[str]:
         with reachable("queue"):
@@ -190,19 +225,27 @@ class RedisStore(Store):
     async def heartbeat(self, session_id: str, client_id: str, ttl: float, now: float) -> None:
         lifetime = ms(max(self.retention, ttl, _PRESENCE_MIN_LIFETIME))
         with reachable("heartbeat"):
-            await self._commands.run(
+            clients = await self._commands.run(
                 self._heartbeat, presence_keys(session_id), [client_id, repr(now + ttl), repr(now), lifetime]
             )
+        if clients is not None and int(clients) >= 0:  # (None: a script of an older broker's)
+            self._chore(self._tell_presence(session_id, int(clients)))
 
     async def leave(self, session_id: str, client_id: str, now: float) -> None:
         lifetime = ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
         with reachable("leave"):
-            await self._commands.run(self._leave, presence_keys(session_id), [client_id, repr(now), lifetime])
+            clients = await self._commands.run(self._leave, presence_keys(session_id), [client_id, repr(now), lifetime])
+        if clients is not None and int(clients) >= 0:
+            self._chore(self._tell_presence(session_id, int(clients)))
 
     async def presence(self, session_id: str, now: float) -> Presence:
         lifetime = ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
         with reachable("presence"):
-            clients, seen = await self._commands.run(self._presence, presence_keys(session_id), [repr(now), lifetime])
+            clients, seen, *lapsed = await self._commands.run(
+                self._presence, presence_keys(session_id), [repr(now), lifetime]
+            )
+        if lapsed and int(lapsed[0]):
+            self._chore(self._tell_presence(session_id, int(clients)))
         return Presence(int(clients), None if seen is None else float(seen))
 
     # --- claims ---------------------------------------------------------------------
@@ -230,6 +273,108 @@ class RedisStore(Store):
         kept = [_revocation(bytes(flat[i]).decode(), bytes(flat[i + 1]).decode()) for i in range(0, len(flat), 2)]
         return bytes(reply[0]).decode(), kept
 
+    # --- the inbox ------------------------------------------------------------------
+
+    async def open_sessions(self, prefix: str) -> list[str]:
+        low, high = (b"[" + prefix.encode(), b"[" + prefix.encode() + b"\xff") if prefix else (b"-", b"+")
+        with reachable("open_sessions"):
+            replies = await asyncio.gather(
+                *(self._commands.command("ZRANGEBYLEX", index_key(shard), low, high) for shard in inbox_shards(prefix))
+            )
+        return [bytes(sid).decode() for reply in replies for sid in reply]
+
+    async def session_inboxes(self, session_ids: list[str], now: float) -> list[SessionInbox]:
+        with reachable("session_inboxes"):
+            replies = await asyncio.gather(
+                *(
+                    self._commands.run(
+                        self._inbox,
+                        [inbox_key(sid), prefix(sid) + "clients", prefix(sid) + "seq"],
+                        [questionnaire_prefix(sid), repr(now)],
+                    )
+                    for sid in session_ids
+                )
+            )
+        inboxes = []
+        for sid, (seq, clients, *packed) in zip(session_ids, replies, strict=True):
+            entries = []
+            for data in packed:
+                try:
+                    entries.append(inbox.unpack(data))
+                except ValueError:
+                    logger.warning("ignoring a malformed inbox entry", extra={"session": sid})
+            if not entries:  # (a session the index still lists: its last questionnaire ended)
+                self._chore(self._unindex(sid))
+            inboxes.append(SessionInbox(sid, tuple(entries), int(clients), int(seq)))
+        return inboxes
+
+    async def watch_inbox(self, prefix: str) -> None:
+        """Subscribes the prefix's index shards' channels (counted: several prefixes share one)."""
+        self._watched[prefix] += 1
+        shards = inbox_shards(prefix)
+        fresh = [shard for shard in shards if self._watching[shard] == 0]
+        self._watching.update(shards)
+        try:
+            await asyncio.gather(
+                *(self._subscriptions.subscribe_inbox(inbox_channel(shard).encode()) for shard in fresh)
+            )
+        except BaseException:
+            await self.unwatch_inbox(prefix)
+            raise
+
+    async def unwatch_inbox(self, prefix: str) -> None:
+        if self._watched[prefix] <= 0:
+            return
+        self._watched[prefix] -= 1
+        if self._watched[prefix] == 0:
+            del self._watched[prefix]
+        for shard in inbox_shards(prefix):
+            self._watching[shard] -= 1
+            if self._watching[shard] <= 0:
+                del self._watching[shard]
+                await self._subscriptions.unsubscribe_inbox(inbox_channel(shard).encode())
+
+    async def _index_session(self, session_id: str, created: bytes) -> None:
+        """Add the session to its index shard (and publish ``created``, a create's notice, on
+        the shard's channel). A failure here leaves the questionnaire out of the inbox until
+        the agent retries (a create repeated by its Idempotency-Key indexes it again): it
+        does not fail the start."""
+        try:
+            with reachable("index"):
+                await self._commands.run(self._index, [index_key(inbox_shard(session_id))], [session_id, created])
+        except StoreUnavailable as exc:
+            logger.warning("inbox index not updated: %s", exc, extra={"session": session_id})
+
+    async def _unindex(self, session_id: str) -> None:
+        """Take a session with nothing open out of its index shard, then look again: a
+        questionnaire created meanwhile (its create indexes it after it is stored, and may
+        have done so just before the removal) puts it back."""
+        key = index_key(inbox_shard(session_id))
+        with reachable("unindex"):
+            await self._commands.command("ZREM", key, session_id)
+            if int(await self._commands.command("EXISTS", inbox_key(session_id))):
+                await self._commands.command("ZADD", key, 0, session_id)
+
+    async def _tell_presence(self, session_id: str, clients: int) -> None:
+        channel = inbox_channel(inbox_shard(session_id))
+        with reachable("presence notice"):
+            await self._commands.command(self._publish, channel, presence_message(session_id, clients))
+
+    def _chore(self, work: Coroutine[Any, Any, None]) -> None:
+        """Run ``work`` beside the caller (it waits for none of it); a failure is a warning."""
+        task = asyncio.ensure_future(work)
+        self._chores.add(task)
+        task.add_done_callback(self._chore_done)
+
+    def _chore_done(self, task: asyncio.Future[None]) -> None:
+        self._chores.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            exc = task.exception()
+            if isinstance(exc, StoreUnavailable):
+                logger.warning("inbox upkeep failed: %s", exc)
+            else:
+                logger.error("inbox upkeep failed", exc_info=exc)
+
     # --- notifications --------------------------------------------------------------
 
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
@@ -241,14 +386,16 @@ class RedisStore(Store):
 
     # --- life cycle -----------------------------------------------------------------
 
-    async def start(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> None:
+    async def start(
+        self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler, on_presence: PresenceHandler | None = None
+    ) -> None:
         subscriptions = self._subscriptions
         if subscriptions.started:
             raise RuntimeError("RedisStore.start() called twice")
         try:
             with reachable("start"):
                 await self._commands.require_durability()
-                early = await subscriptions.open(on_notice, on_reconnect)
+                early = await subscriptions.open(on_notice, on_reconnect, on_presence)
                 if not self._cluster:
                     await self._try_access()
         except ResponseError as exc:  # NOPERM, a DB index out of range, ...: not worth retrying
@@ -271,6 +418,8 @@ class RedisStore(Store):
         await self.head(_PROBE_SESSION)
 
     async def close(self) -> None:
+        for chore in list(self._chores):
+            chore.cancel()
         await self._subscriptions.close()
         await self._commands.close()
 

@@ -4,6 +4,9 @@ link (routing.py), and what a link's replies mean (the ``LinkOwner`` of links.py
 A subscription counts once Redis confirmed it. One made before ``open`` is only recorded:
 ``open`` subscribes every recorded channel. A channel stays recorded while its link is down,
 and the link subscribes it again when it reconnects.
+
+Two kinds of channel: a session's (its notices), and an inbox index shard's (keys.py: the
+notices of creates in its sessions, and presence messages).
 """
 
 from __future__ import annotations
@@ -14,25 +17,27 @@ from typing import Any
 
 from redis.exceptions import RedisClusterException
 
-from broker.store.base import NoticeHandler, ReconnectHandler, StoreUnavailable
+from broker.store.base import NoticeHandler, PresenceHandler, ReconnectHandler, StoreUnavailable
 from broker.store.records import Records
 from broker.store.redis.connections import UNREACHABLE, reachable
 from broker.store.redis.keys import channel_for
 from broker.store.redis.links import CONFIRM_TIMEOUT, Link, PubSub, Unsubscribed
-from broker.store.redis.notices import OwnWrites, decode_notice
+from broker.store.redis.notices import OwnWrites, decode_notice, decode_presence
 from broker.store.redis.routing import STANDALONE, Routing
 
 logger = logging.getLogger(__name__)
 
 
 class Subscriptions:
-    """Channels followed (``subscribed``: channel -> session id) and their links, by
-    endpoint name; ``own_writes`` are the states of writes whose notices come back here."""
+    """Channels followed (``subscribed``: channel -> session id, "" for an inbox shard's)
+    and their links, by endpoint name; ``own_writes`` are the states of writes whose notices
+    come back here."""
 
     def __init__(self, routing: Routing, pubsub: PubSub, records: Records) -> None:
         # Notifications: channel -> session id, subscriptions Redis has yet to confirm, and
         # the links (notice connections) by endpoint name.
         self.subscribed: dict[bytes, str] = {}
+        self.inbox_channels: set[bytes] = set()  # (of them) the inbox shards' channels
         self.own_writes = OwnWrites(records, self.subscribed)
         self._unconfirmed: dict[bytes, asyncio.Future[None]] = {}
         self._links: dict[str, Link] = {}
@@ -44,10 +49,30 @@ class Subscriptions:
         self.started = False
         self._on_notice: NoticeHandler | None = None
         self._on_reconnect: ReconnectHandler | None = None
+        self._on_presence: PresenceHandler | None = None
 
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         """Returns once Redis confirmed the subscription (or at once before ``open``)."""
-        channel = channel_for(session_id, outcomes_only).encode()
+        await self._subscribe(channel_for(session_id, outcomes_only).encode(), session_id)
+
+    async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
+        await self._unsubscribe(channel_for(session_id, outcomes_only).encode())
+
+    async def subscribe_inbox(self, channel: bytes) -> None:
+        """Follow an inbox index shard's channel (returns once Redis confirmed it)."""
+        self.inbox_channels.add(channel)
+        try:
+            await self._subscribe(channel, "")
+        except BaseException:
+            if channel not in self.subscribed:
+                self.inbox_channels.discard(channel)
+            raise
+
+    async def unsubscribe_inbox(self, channel: bytes) -> None:
+        self.inbox_channels.discard(channel)
+        await self._unsubscribe(channel)
+
+    async def _subscribe(self, channel: bytes, session_id: str) -> None:
         pending = self._unconfirmed.get(channel)
         if channel in self.subscribed and pending is None:
             return
@@ -70,10 +95,9 @@ class Subscriptions:
             await asyncio.wait_for(asyncio.shield(pending), CONFIRM_TIMEOUT)
         except TimeoutError as exc:
             # Stays registered: its link subscribes it again after reconnecting.
-            raise StoreUnavailable(f"redis store: subscription to {session_id!r} not confirmed") from exc
+            raise StoreUnavailable(f"redis store: subscription to {channel.decode()!r} not confirmed") from exc
 
-    async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
-        channel = channel_for(session_id, outcomes_only).encode()
+    async def _unsubscribe(self, channel: bytes) -> None:
         if self.subscribed.pop(channel, None) is None:
             return
         pending = self._unconfirmed.pop(channel, None)
@@ -87,13 +111,16 @@ class Subscriptions:
 
     # --- life cycle -----------------------------------------------------------------
 
-    async def open(self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler) -> dict[str, list[Any]]:
+    async def open(
+        self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler, on_presence: PresenceHandler | None = None
+    ) -> dict[str, list[Any]]:
         """Connect a link to each endpoint, with every registered channel subscribed.
 
         Returns the notices each link read meanwhile, for ``run``. Should it fail, the caller
         drops the links (``abandon``)."""
         self._on_notice = on_notice
         self._on_reconnect = on_reconnect
+        self._on_presence = on_presence
         early: dict[str, list[Any]] = {}
         if self._routing.cluster:
             await self._routing.initialize()
@@ -138,6 +165,7 @@ class Subscriptions:
         self._unconfirmed.clear()
         self._on_notice = None
         self._on_reconnect = None
+        self._on_presence = None
 
     # --- links ----------------------------------------------------------------------
 
@@ -208,6 +236,12 @@ class Subscriptions:
             raise Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
         if kind not in self._messages or channel not in self.subscribed:
             return  # a PONG, or a late notice of a session no longer subscribed
+        if channel in self.inbox_channels:
+            presence = decode_presence(data)
+            if presence is not None:
+                if self._on_presence is not None:
+                    await self._on_presence(*presence)
+                return
         notice = decode_notice(data, self.own_writes.record_of)
         if notice is None:
             logger.warning("ignoring a malformed notice on %r", channel)

@@ -27,6 +27,11 @@ _MSGPACK: Final = _read("msgpack.lua")
 CREATE: Final = _MSGPACK + _read("create.lua")
 COMPARE_AND_SET: Final = _MSGPACK + _read("compare_and_set.lua")
 
+# The inbox's: a session's entries, and the index shard's (written beside the scripts above,
+# as a cluster keeps the shard elsewhere; it publishes, so it takes the prelude too).
+INBOX: Final = _read("inbox.lua")
+INDEX: Final = _read("index.lua")
+
 QUEUE: Final = _read("queue.lua")
 HEARTBEAT: Final = _read("heartbeat.lua")
 LEAVE: Final = _read("leave.lua")
