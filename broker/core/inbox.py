@@ -95,7 +95,7 @@ def entry_of(state: Questionnaire) -> Entry | None:
         total=len(state.questions),
         created_at=state.created_at,
         updated_at=state.updated_at,
-        asked_by=getattr(state, "asked_by", None),
+        asked_by=state.asked_by,
     )
 
 

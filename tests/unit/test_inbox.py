@@ -246,3 +246,9 @@ def test_a_removed_frame_says_how_it_ended() -> None:
         "questionnaireId": state.id,
         "status": "completed",
     }
+
+
+def test_the_entry_says_who_asked() -> None:
+    state = msgspec.structs.replace(new_questionnaire(), asked_by="deploy-bot")
+    entry = entry_of(state)
+    assert entry is not None and entry.item(0)["askedBy"] == "deploy-bot"
