@@ -1,9 +1,9 @@
-"""The ASGI application: agent API, operator endpoints, health, and the web client (the client
-websocket is broker/ws.py).
+"""The ASGI application: agent API, the inbox, operator endpoints, health, and the web client
+(the client websockets are broker/ws.py and broker/inbox_ws.py).
 
 ``BrokerApp`` sends the agent API's paths straight to ``broker/http.py``, the operator's to
-``broker/operator_api.py``, and everything else (health, metrics, OpenAPI, the web client) to
-a Starlette app; it runs the lifespan itself.
+``broker/operator_api.py``, the inbox's to ``broker/inbox_http.py``, and everything else
+(health, metrics, OpenAPI, the web client) to a Starlette app; it runs the lifespan itself.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from starlette.types import Receive, Scope, Send
 
 from broker import http
 from broker.config import Config
+from broker.inbox_http import INBOX_HTTP_PATH, InboxAPI
 from broker.metrics import CONTENT_TYPE
 from broker.notify.config import load_routes
 from broker.openapi import build_openapi
@@ -69,6 +70,7 @@ class BrokerApp:
         self.state = web.state  # ``app.state.broker``, as on the Starlette app
         self._agent_api = http.AgentAPI(broker)
         self._operator_api = OperatorAPI(broker)
+        self._inbox_api = InboxAPI(broker)
         self._web = web
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -79,6 +81,9 @@ class BrokerApp:
                 return
             if scope["path"] == REVOCATIONS_PATH:
                 await self._operator_api(scope, receive, send)
+                return
+            if scope["path"] == INBOX_HTTP_PATH:
+                await self._inbox_api(scope, receive, send)
                 return
             if scope["path"].startswith("/v1/"):
                 await http.unknown_endpoint(scope, send)

@@ -244,6 +244,19 @@ class Metrics:
             )
         ).labels()
 
+        self.inbox_connections = self._declare(
+            GaugeFamily("qbroker_inbox_connections", "Inbox websockets open on this process")
+        ).labels()
+        self.inbox_sessions = self._declare(
+            GaugeFamily("qbroker_inbox_sessions", "Sessions this process follows for its inbox websockets")
+        ).labels()
+        self.inbox_rereads = self._declare(
+            CounterFamily(
+                "qbroker_inbox_rereads_total",
+                "Sessions read again for the inbox websockets (a notice missed, too large, or a reconnect)",
+            )
+        ).labels()
+
         # Children bound once, so every frame type shows up (at zero) and a frame skips the dict lookup.
         types = ("hello", "ping", "draft", "answer", "clarify", "cancel")
         self.frame_count = {t: self.frames.labels(t) for t in types}

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 
 from websockets.datastructures import Headers
 
-from broker.auth import valid_session_id
+from broker.auth import Claims, valid_session_id
 from broker.core import frames
 from broker.core.errors import BrokerError
 from broker.core.frames import Codec
@@ -86,9 +86,10 @@ def origin_allowed(headers: Headers, allowed: tuple[str, ...]) -> bool:
     return "*" in allowed or origin.rstrip("/").lower() in allowed
 
 
-def _refusal(session_id: str, headers: Headers, allowed: tuple[str, ...]) -> str | None:
-    """Why a handshake is refused before the upgrade (HTTP 403), or None."""
-    if not valid_session_id(session_id):
+def _refusal(session_id: str | None, headers: Headers, allowed: tuple[str, ...]) -> str | None:
+    """Why a handshake is refused before the upgrade (HTTP 403), or None (``session_id``:
+    the path's, None for the inbox's path)."""
+    if session_id is not None and not valid_session_id(session_id):
         return "invalid session id"
     if not origin_allowed(headers, allowed):
         return "origin not allowed"
@@ -210,23 +211,8 @@ class ClientConnection:
 
     async def _hello(self, payload: str | bytes) -> None:
         broker = self.broker
-        try:
-            frame = frames.parse_client_frame(frames.decode(payload, self.codec))
-        except BrokerError as exc:
-            if exc.frame != "hello":  # not even a hello (undecodable, no type, another type)
-                self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
-            elif exc.field == "token":  # absent or not a string: a token problem
-                self.close(CloseCode.BAD_TOKEN, _close_reason(f"missing token: {exc.message}"))
-            else:  # a hello with a wrong field is told what is wrong (a close reason holds 123 bytes)
-                self.close(CloseCode.PROTOCOL_VIOLATION, _close_reason(exc.message))
-            return
-        if not isinstance(frame, frames.Hello):
-            self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
-            return
-        try:
-            claims = await broker.tokens.verify(frame.token, role="client")
-        except BrokerError as exc:
-            self.close(CloseCode.BAD_TOKEN, exc.message)
+        claims = await self._verified_hello(payload)
+        if claims is None:
             return
         if not claims.allows(self.session_id):
             self.close(CloseCode.WRONG_SESSION, CloseReason.WRONG_SESSION)
@@ -236,12 +222,38 @@ class ClientConnection:
             return
         self.joined = True
         await broker.join(self)
+        self._hold(claims)
+
+    async def _verified_hello(self, payload: str | bytes) -> Claims | None:
+        """The claims of the client token the first frame (a hello) carries; None when it is
+        no hello or no valid client token (the connection is closing, with the code)."""
+        try:
+            frame = frames.parse_client_frame(frames.decode(payload, self.codec))
+        except BrokerError as exc:
+            if exc.frame != "hello":  # not even a hello (undecodable, no type, another type)
+                self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
+            elif exc.field == "token":  # absent or not a string: a token problem
+                self.close(CloseCode.BAD_TOKEN, _close_reason(f"missing token: {exc.message}"))
+            else:  # a hello with a wrong field is told what is wrong (a close reason holds 123 bytes)
+                self.close(CloseCode.PROTOCOL_VIOLATION, _close_reason(exc.message))
+            return None
+        if not isinstance(frame, frames.Hello):
+            self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
+            return None
+        try:
+            return await self.broker.tokens.verify(frame.token, role="client")
+        except BrokerError as exc:
+            self.close(CloseCode.BAD_TOKEN, exc.message)
+            return None
+
+    def _hold(self, claims: Claims) -> None:
+        """The connection is in: it lasts until its token expires or is revoked."""
         if self.gone:
             return
         if claims.exp is not None:
             delay = max(0.0, claims.exp - time.time())
             self.timer = self.socket.loop.call_later(delay, self.close, CloseCode.BAD_TOKEN, CloseReason.TOKEN_EXPIRED)
-        self.unwatch = broker.tokens.watch(claims, self._revoked)
+        self.unwatch = self.broker.tokens.watch(claims, self._revoked)
 
     def _revoked(self) -> None:
         self.close(CloseCode.BAD_TOKEN, CloseReason.TOKEN_REVOKED)

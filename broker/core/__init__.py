@@ -15,4 +15,5 @@ keeps it so.
 - ``status``: the websocket close codes and reasons.
 - ``wire``: the session id's alphabet and length (pattern, check, the rule for messages).
 - ``secret_shapes``: what a pasted credential looks like (the secrets guard's one list).
+- ``inbox``: what the inbox shows of an open questionnaire, in which order, a page at a time.
 """

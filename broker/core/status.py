@@ -38,6 +38,7 @@ class CloseReason(StrEnum):
     TOKEN_REVOKED = "token revoked"
     WRONG_SESSION = "token is for another session"
     TOO_MANY_CONNECTIONS = "too many connections for this session"
+    TOO_MANY_INBOXES = "too many inbox connections for this token's sessions"
     STORE_UNAVAILABLE = "state store unavailable"
     RATE_LIMITED = "rate limit exceeded"
     TOO_SLOW = "client too slow"

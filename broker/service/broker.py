@@ -27,6 +27,7 @@ from broker.core.model import Question, ResumeInput
 from broker.metrics import Metrics
 from broker.service.fanout import Fanout
 from broker.service.hubs import Connection, Encoded, SessionHub
+from broker.service.inbox import InboxFeed
 from broker.service.loops import Background, presence_ttl
 from broker.service.waits import AgentWaits
 from broker.service.writes import Writer
@@ -60,23 +61,28 @@ class Broker:
         self.hubs: dict[str, SessionHub] = self.fanout.hubs  # the fan-out's dict itself, not a copy
         self.writer = Writer(store, self.metrics, clock, self.hubs)
         self.waits = AgentWaits(config, store, clock, self.fanout, self.writer, self.shutting_down)
-        self.background = Background(config, store, clock, self.fanout)
         # Notifications (broker/notify/): only with routes; fed moments, it never waits on them.
         self.notifier: Notifier | None = None
         if routes:
             from broker.notify.triggers import Notifier  # (its HTTP and SMTP clients only when used)
 
             self.notifier = Notifier(config, store, self.metrics, routes, self.hubs, clock)
+        self.inbox = InboxFeed(store, self.fanout, self.metrics, clock)
+        self.background = Background(config, store, clock, self.fanout, self.inbox)
 
     # --- life cycle ------------------------------------------------------------------
 
     async def start(self) -> None:
         self.waits.loop = asyncio.get_running_loop()
-        await self.store.start(self.fanout.on_notice, self.fanout.on_reconnect)
+        await self.store.start(self.fanout.on_notice, self._on_reconnect, self.inbox.on_presence)
         await self.tokens.start()
         self.background.start()
         if self.notifier is not None:
             await self.notifier.start()
+
+    async def _on_reconnect(self) -> None:
+        await self.fanout.on_reconnect()
+        await self.inbox.on_reconnect()
 
     @property
     def waiting_agent_calls(self) -> int:
@@ -100,6 +106,7 @@ class Broker:
         if self.notifier is not None:
             await self.notifier.stop()
         await self.tokens.stop()
+        await self.inbox.close()
         now = self.clock()
         for hub in list(self.hubs.values()):
             for client_id in list(hub.clients):
@@ -268,3 +275,5 @@ class Broker:
             )
             return
         await self.fanout.follow_write(hub, new, written)
+        if hub.watchers:
+            self.inbox.observe(new, written.seq)

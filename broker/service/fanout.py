@@ -22,7 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from typing import Any
 
 from broker.core import frames, machine
@@ -47,6 +47,9 @@ class Fanout:
         self.metrics = metrics
         self.clock = clock
         self.hubs: dict[str, SessionHub] = {}
+        # The inbox's handler (service/inbox.py), set while this process has inbox sockets:
+        # it hears every notice first (a create in a session no hub serves included).
+        self.inbox_notice: Callable[[Notice], Coroutine[Any, Any, None]] | None = None
 
     # --- the hubs --------------------------------------------------------------------
 
@@ -151,6 +154,8 @@ class Fanout:
 
     async def on_notice(self, notice: Notice) -> None:
         """The store's handler for a notice of a write to a session subscribed to."""
+        if self.inbox_notice is not None:
+            await self.inbox_notice(notice)
         hub = self.hubs.get(notice.session_id)
         if hub is None:
             return

@@ -116,6 +116,7 @@ class SessionHub:
     session_id: str
     clients: dict[str, Connection] = field(default_factory=dict)
     waiters: int = 0
+    watchers: int = 0  # 1 while this process's inbox sockets follow the session (service/inbox.py)
     # Clients between hello and joining ``clients``: they keep the hub (and its
     # subscription) alive, so the last client leaving meanwhile cannot orphan it.
     joining: int = 0
@@ -143,7 +144,7 @@ class SessionHub:
 
     @property
     def interested(self) -> bool:
-        return bool(self.clients) or self.waiters > 0 or self.joining > 0
+        return bool(self.clients) or self.waiters > 0 or self.joining > 0 or self.watchers > 0
 
     def poke(self, outcome: Questionnaire | None = None) -> None:
         """Wake the waiting agent calls: with ``outcome``, the ones waiting for that

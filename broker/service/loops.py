@@ -1,10 +1,10 @@
 """The broker's background loops: the reconciliation tick, and the heartbeats of the clients.
 
 A notice can be missed (pub/sub delivers at most once: one published while the notice
-connection is down is gone); the reconciliation (``Fanout.reconcile``) catches up every
-``reconcile_interval``. A client counts as present (for agent calls on any process) only
-while its heartbeats keep coming, so that the clients of a process that was killed stop
-counting; each process beats for its own clients.
+connection is down is gone); the reconciliation (``Fanout.reconcile``, and the inbox's,
+``InboxFeed.reconcile``) catches up every ``reconcile_interval``. A client counts as
+present (for agent calls on any process) only while its heartbeats keep coming, so that
+the clients of a process that was killed stop counting; each process beats for its own.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from collections.abc import Callable
 
 from broker.config import Config
 from broker.service.fanout import Fanout
+from broker.service.inbox import InboxFeed
 from broker.store.base import Store, StoreUnavailable
 
 log = logging.getLogger("qbroker.service")
@@ -30,11 +31,14 @@ def presence_ttl(config: Config) -> float:
 class Background:
     """The reconciliation and heartbeat tasks, from ``start`` to ``stop``."""
 
-    def __init__(self, config: Config, store: Store, clock: Callable[[], float], fanout: Fanout) -> None:
+    def __init__(
+        self, config: Config, store: Store, clock: Callable[[], float], fanout: Fanout, inbox: InboxFeed | None = None
+    ) -> None:
         self.config = config
         self.store = store
         self.clock = clock
         self.fanout = fanout
+        self.inbox = inbox
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -54,6 +58,8 @@ class Background:
             await asyncio.sleep(self.config.reconcile_interval)
             try:
                 await self.fanout.reconcile()
+                if self.inbox is not None:
+                    await self.inbox.reconcile()
             except StoreUnavailable:
                 log.warning("reconciliation skipped: store unavailable")
             except Exception:  # the loop must survive anything

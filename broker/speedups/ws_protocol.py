@@ -4,8 +4,9 @@ serving the client endpoint itself instead of through ASGI.
 uvicorn parses HTTP and hands each websocket upgrade to a protocol class. ``ClientSocket``
 extends uvicorn's ``WebSocketsSansIOProtocol`` (websockets' ``ServerProtocol`` underneath,
 which keeps the handshake, keepalive pings and closing handshake) and serves
-``/v1/sessions/{sid}/ws`` itself: frames arrive as callbacks and frames to the client are
-written to the transport at once. What it buys:
+``/v1/sessions/{sid}/ws`` (and the inbox's ``/v1/inbox/ws``, broker/inbox_ws.py) itself:
+frames arrive as callbacks and frames to the client are written to the transport at once.
+What it buys:
 
 - an idle client costs no task, no coroutine stack and no receive queue, which is most of
   the memory a connection costs under ASGI (RSS per idle client: bench/run.py);
@@ -31,6 +32,7 @@ from websockets.protocol import State
 
 from broker.core import frames
 from broker.core.status import CloseCode
+from broker.inbox_ws import INBOX_PATH, InboxConnection
 from broker.service import Broker
 from broker.speedups.ws_frames import readable, server_frame, whole_data_frame
 from broker.ws import CLIENT_PATH, ClientConnection, _refusal, _subprotocol, log
@@ -70,8 +72,10 @@ class ClientSocket(WebSocketsSansIOProtocol):
     # --- handshake ---------------------------------------------------------------------
 
     def handle_connect(self, event: Request) -> None:
-        match = CLIENT_PATH.fullmatch(unquote(event.path.partition("?")[0]))
-        if match is None:
+        path = unquote(event.path.partition("?")[0])
+        match = CLIENT_PATH.fullmatch(path)
+        inbox = match is None and path == INBOX_PATH
+        if match is None and not inbox:
             super().handle_connect(event)  # not ours: the ASGI app answers (and refuses)
             return
         self.request = event
@@ -80,9 +84,9 @@ class ClientSocket(WebSocketsSansIOProtocol):
         if self.response.status_code != 101:  # not a valid upgrade: websockets' own answer
             self._respond_and_close()
             return
-        session_id, broker = match.group(1), self.broker
+        session_id, broker = ("" if match is None else match.group(1)), self.broker
         acceptable, chosen = _subprotocol(event.headers)
-        refusal = _refusal(session_id, event.headers, broker.config.allowed_origins)
+        refusal = _refusal(None if inbox else session_id, event.headers, broker.config.allowed_origins)
         if refusal is not None:
             # (The Origin is what an operator needs to fix QBROKER_ALLOWED_ORIGINS; cut, as
             # it is the sender's text.)
@@ -108,7 +112,10 @@ class ClientSocket(WebSocketsSansIOProtocol):
         self.conn.send_response(self.response)
         self._flush()
         self.start_keepalive()
-        self.connection = ClientConnection(self, broker, session_id, frames.codec_for(chosen))
+        codec = frames.codec_for(chosen)
+        self.connection = (
+            InboxConnection(self, broker, codec) if inbox else ClientConnection(self, broker, session_id, codec)
+        )
         self.fast_frames = readable(self.conn)
         # Only the ASGI path needs these after the handshake; an idle connection should not
         # carry the request's and response's headers (a few KiB) for hours.

@@ -241,7 +241,7 @@ class MemoryStore(Store):
 
     async def unwatch_inbox(self, prefix: str) -> None:
         if self._watched[prefix] <= 1:
-            del self._watched[prefix]
+            self._watched.pop(prefix, None)
         else:
             self._watched[prefix] -= 1
 

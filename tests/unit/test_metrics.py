@@ -56,6 +56,10 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         # Added since: notifications (broker/notify/dispatch.py)
         ("qbroker_notifications", "counter"),
         ("qbroker_notifications_queued", "gauge"),
+        ("qbroker_inbox_connections", "gauge"),
+        ("qbroker_inbox_sessions", "gauge"),
+        ("qbroker_inbox_rereads", "counter"),
+        ("qbroker_inbox_rereads_created", "gauge"),
     }
     assert {name for name, _ in samples(Metrics())} == {
         "qbroker_agent_calls_waiting",
@@ -76,6 +80,10 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         "qbroker_store_reconnects_created",
         "qbroker_notifications_queued",
         "qbroker_store_reconnects_total",
+        "qbroker_inbox_connections",
+        "qbroker_inbox_sessions",
+        "qbroker_inbox_rereads_created",
+        "qbroker_inbox_rereads_total",
     }
 
 

@@ -1,0 +1,124 @@
+"""``GET /v1/inbox``: the open questionnaires of the sessions a client token covers, a page
+at a time (docs/protocol.md, "The inbox").
+
+A person's clients call it (the browser page, the terminal client) with the client token
+they would use on the websocket, as ``Authorization: Bearer``; any scope will do: a pattern
+(``alice:*``), ``*``, or one session. Errors are the agent API's shape,
+``{"error": {"code", "message"}}``, with messages that start with ``inbox:``. The answer is
+read from the store on every call (``broker.service.inbox.read_inbox``): nothing is cached,
+so two brokers answer alike.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+from urllib.parse import parse_qsl
+
+import orjson
+from starlette.types import Receive, Scope, Send
+
+from broker.auth import Claims
+from broker.core import inbox
+from broker.core.errors import BrokerError
+from broker.service import Broker
+from broker.service.inbox import read_inbox
+from broker.store.base import StoreUnavailable
+
+log = logging.getLogger("qbroker.http")
+
+INBOX_HTTP_PATH: Final = "/v1/inbox"
+_ALLOW: Final = "GET, HEAD"
+_PARAMETERS: Final = frozenset({"limit", "cursor"})
+
+
+class InboxAPI:
+    """The ASGI endpoint of ``GET /v1/inbox``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method: str = scope["method"]
+        extra: list[tuple[bytes, bytes]] = [(b"cache-control", b"no-store")]  # (prompts: not for caches)
+        try:
+            if method not in ("GET", "HEAD"):
+                extra.append((b"allow", _ALLOW.encode()))
+                raise BrokerError("method_not_allowed", f"inbox: {method} is not allowed on this path; use GET")
+            status, body = 200, orjson.dumps(await self._page(scope))
+        except BrokerError as exc:
+            self.broker.metrics.errors.labels(exc.code).inc()
+            status = 405 if exc.code == "method_not_allowed" else exc.http_status
+            body = _error(exc.code, exc.message)
+        except StoreUnavailable:
+            log.warning("store unavailable", extra={"path": scope["path"]})
+            self.broker.metrics.errors.labels("store_unavailable").inc()
+            status = 503
+            body = orjson.dumps(
+                {
+                    "error": {
+                        "code": "store_unavailable",
+                        "message": "inbox: the state store is unavailable; retry shortly",
+                    }
+                }
+            )
+        except Exception:  # a bug: answer 500 and log it
+            log.exception("inbox call failed", extra={"path": scope["path"]})
+            status = 500
+            body = orjson.dumps(
+                {"error": {"code": "internal_error", "message": "inbox: the broker failed; see its log"}}
+            )
+        await send(
+            {
+                "type": "http.response.start",
+                "status": status,
+                "headers": [
+                    (b"content-length", b"%d" % len(body)),
+                    (b"content-type", b"application/json"),
+                    *extra,
+                ],
+            }
+        )
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+
+    async def _page(self, scope: Scope) -> dict[str, Any]:
+        broker = self.broker
+        claims = await self._authorize(scope)
+        query = _query(scope["query_string"])
+        limit = inbox.parse_limit(query["limit"]) if "limit" in query else inbox.DEFAULT_LIMIT
+        after = inbox.parse_cursor(query["cursor"]) if "cursor" in query else None
+        rows = await read_inbox(broker.store, claims.sid, broker.clock())
+        shown, last = inbox.page(rows, after, limit)
+        return {
+            "items": [entry.item(clients) for entry, clients in shown],
+            "next": None if last is None else inbox.cursor(last),
+        }
+
+    async def _authorize(self, scope: Scope) -> Claims:
+        header = next((value.decode("latin-1") for key, value in scope["headers"] if key == b"authorization"), "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise BrokerError("unauthorized", "inbox: missing 'Authorization: Bearer <client token>'")
+        try:
+            return await self.broker.tokens.verify(token.strip(), role="client")
+        except BrokerError as exc:
+            raise BrokerError("unauthorized", f"inbox: {exc.message}") from None
+
+
+def _error(code: str, message: str) -> bytes:
+    return orjson.dumps({"error": {"code": code, "message": message}})
+
+
+def _query(raw: bytes) -> dict[str, str]:
+    """The query's parameters: ``limit`` and ``cursor``, each at most once; anything else is
+    refused, so a typo (``?limt=5``) is not silently the default."""
+    pairs = parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    names = [name for name, _ in pairs]
+    unknown = sorted(set(names) - _PARAMETERS)
+    if unknown:
+        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
+        raise inbox.invalid_request(f"unknown query parameter(s) {shown}; this call takes cursor and limit")
+    repeated = sorted(name for name in _PARAMETERS if names.count(name) > 1)
+    if repeated:
+        raise inbox.invalid_request(f"query parameter {repeated[0]!r} is given more than once")
+    return dict(pairs)
