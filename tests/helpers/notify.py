@@ -100,6 +100,10 @@ class NotifyDeployment:
         process = BrokerProcess(free_port(), broker_env(data_dir, self.redis.url, **self.settings()), data_dir)
         return process.start()
 
+    def nobody_connected(self) -> bool:
+        """No client is connected to any broker here (each counts its own)."""
+        return all(b.metric("qbroker_client_connections") == 0 for b in self.brokers)
+
     def sent(self, kind: str) -> float:
         """Notifications of ``kind`` every broker here counts as sent."""
         return sum(b.metric("qbroker_notifications_total", kind=kind, result="sent") for b in self.brokers)

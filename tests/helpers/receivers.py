@@ -40,6 +40,7 @@ class HttpReceiver:
     statuses: list[int] = field(default_factory=list)
     delay: float = 0.0
     default: int = 200  # the answer once ``statuses`` ran out
+    headers: dict[str, str] = field(default_factory=dict)  # sent with every answer but a 2xx
     received: list[Received] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -77,6 +78,9 @@ def _handler(receiver: list[HttpReceiver]) -> type[BaseHTTPRequestHandler]:
                 time.sleep(owner.delay)
             status = owner.next_status()
             self.send_response(status)
+            if status >= 300:
+                for name, value in owner.headers.items():
+                    self.send_header(name, value)
             self.send_header("Content-Length", "2")
             self.end_headers()
             self.wfile.write(b"ok")

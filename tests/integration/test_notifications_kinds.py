@@ -256,6 +256,7 @@ async def test_no_answer_other_or_clarification_text_reaches_any_kind(deployment
             second = await someone.wait_for("question", where=lambda f: f["question"]["id"] == "checks")
             await someone.clarify(second, secrets[1])
             await someone.wait_for("suspended")
+        await eventually(deployment.nobody_connected, "the person to have left")
         assert (await agent.resume(qid, 1, secrets[2])).status_code == 202
 
     hooks = await _arrived(deployment.http["hook"], sid, trigger="resumed")
