@@ -33,6 +33,7 @@ from typing import Any
 
 # The bench's own modules, beside this file (the script's folder is first on sys.path).
 from floor_runs import redis_floor
+from inbox_page import kept_inbox
 from page import markdown
 from procs import describe_machine, machine_busy, raise_nofile, redis_server, steal_share
 from suites import Settings, measure_floors, runs, say, store_suite
@@ -60,7 +61,8 @@ def main() -> int:
     print(render(rows, markdown=False))
     print(f"\n(bench took {duration:.0f} s; {'quick' if args.quick else 'full'} run)")
     if args.record:
-        args.record.write_text(markdown(results, rows, args.note, args.quick, duration))
+        # (bench/inbox.py's section of the page, if it has one, is kept as it is)
+        args.record.write_text(markdown(results, rows, args.note, args.quick, duration) + kept_inbox(args.record))
         say(f"recorded in {args.record}")
     bad = sum(
         run.report["verify_errors"]

@@ -37,8 +37,10 @@ from broker.store.base import Notice, Store
 from broker.store.redis import RedisStore, channel_for
 from broker.store.redis.keys import INBOX_SHARDS, inbox_channel, inbox_shard, index_key
 from tests.helpers.clients import ScriptedClient
+from tests.helpers.inbox import InboxClient, every_page
 from tests.helpers.processes import broker, need, redis_server_command, token
 from tests.helpers.samples import new_sid as new_session
+from tests.helpers.samples import single, start_body
 from tests.helpers.waiting import eventually, wait_until
 from tests.integration import test_store_contract as contract
 from tests.integration import test_store_inbox as inbox_contract
@@ -504,3 +506,37 @@ async def test_a_watched_prefix_hears_creates_and_presence_from_sessions_on_ever
 
     await store.heartbeat(sids[0], "c-1", ttl=30, now=contract.NOW)
     assert await asyncio.wait_for(listener.presences.get(), contract.DEADLINE) == (sids[0], 1)
+
+
+async def _inbox_across_brokers(people_ws: str, agent_url: str, inbox_ws: str, inbox_url: str, tenant: str) -> None:
+    sids = [f"{tenant}:{n}" for n in range(6)]
+    pattern = token(f"{tenant}:*", "client")
+    async with InboxClient.connect_inbox(inbox_ws, pattern) as watching:
+        ids: dict[str, str] = {}
+        for sid in sids:
+            async with httpx.AsyncClient(timeout=30) as http:
+                reply = await http.post(
+                    f"{agent_url}/v1/sessions/{sid}/questionnaire?wait=0",
+                    json=start_body(single(), single("second")),
+                    headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
+                )
+            ids[sid] = reply.json()["questionnaireId"]
+            await watching.item(ids[sid], index=0)
+        listed = await every_page(inbox_url, pattern, 4)
+        assert {item["questionnaireId"] for item in listed} == set(ids.values())
+        for sid in sids:  # answered on the people's broker: seen at once on the inbox's
+            async with ScriptedClient.connect(people_ws, sid, token(sid, "client")) as person:
+                await person.answer(await person.wait_for("question"), ["staging"])
+                await watching.item(ids[sid], index=1, timeout=1.0 + 1.0)  # (within a second, and a join)
+                await person.answer(await person.wait_for("question", where=lambda f: f["index"] == 1), ["staging"])
+                assert (await watching.removed(ids[sid]))["status"] == "completed"
+        assert watching.items == {}
+
+
+def test_an_inbox_on_one_broker_follows_sessions_on_every_master_answered_on_another(cluster: LocalCluster) -> None:
+    tenant = f"inbox{uuid.uuid4().hex[:6]}"
+    assert len({cluster.owner_of(channel_for(f"{tenant}:{n}")) for n in range(6)}) == MASTERS
+    with broker(cluster.url, redis_cluster=1) as people_side, broker(cluster.url, redis_cluster=1) as inbox_side:
+        asyncio.run(
+            _inbox_across_brokers(people_side.ws_url, people_side.url, inbox_side.ws_url, inbox_side.url, tenant)
+        )
