@@ -12,6 +12,7 @@ import json
 import time
 from typing import Any
 
+import httpx
 import jwt
 import pytest
 import websockets
@@ -279,3 +280,24 @@ async def test_the_rate_limit_closes_1008(fast_deployment: Deployment) -> None:
             except websockets.ConnectionClosed:
                 break
         assert await watching.expect_close() == 1008
+
+
+async def test_an_inbox_whose_token_is_revoked_is_closed_4401_within_a_second(deployment: Deployment) -> None:
+    prefix = tenant()
+    doomed = token(prefix + "*", "client", 600, sub="carol")
+    async with (
+        InboxClient.connect_inbox(deployment.client_ws_url, doomed) as watching,
+        inbox(deployment, prefix + "*") as other,
+    ):
+        async with httpx.AsyncClient(timeout=30) as http:
+            response = await http.post(
+                f"{deployment.agent_url}/v1/revocations",  # (on Redis: another broker than the inbox's)
+                json={"jti": jwt.decode(doomed, options={"verify_signature": False})["jti"]},
+                headers={"Authorization": f"Bearer {token('*', 'admin', 600)}"},
+            )
+        assert response.status_code == 200, response.text
+        since = time.monotonic()
+        assert await watching.expect_close(timeout=WITHIN * 3) == 4401
+        assert time.monotonic() - since <= WITHIN
+        assert await other.ping() == {"type": "pong"}  # another token's inbox stays
+        assert (await get_inbox(deployment.client_url, doomed)).status_code == 401
