@@ -12,7 +12,10 @@ Two rules from the protocol:
 A questionnaire waiting for the agent's clarification is never expired: the person is
 waiting on the agent, not the other way round. The grace is counted from the later of
 "last client seen" and "last change", so a resume after a long clarification gives the
-person a fresh grace period to come back.
+person a fresh grace period to come back. A change nobody saw (the agent resumed while no
+client was connected) must bring the person back as a start does, so it waits at least the
+questionnaire's own first-client wait: a notification sent for the resume gives them the
+same time to arrive as one sent for the start.
 """
 
 from __future__ import annotations
@@ -49,7 +52,9 @@ def deadline(
         return None
     if last_seen is None or last_seen < state.created_at:
         return Deadline(state.created_at + first_client_wait(state, client_wait), "ui_unavailable")
-    return Deadline(max(last_seen, state.updated_at) + reconnect_grace, "ui_error")
+    if state.updated_at > last_seen:  # changed while nobody was there: the person must come back
+        return Deadline(state.updated_at + max(reconnect_grace, first_client_wait(state, client_wait)), "ui_error")
+    return Deadline(last_seen + reconnect_grace, "ui_error")
 
 
 def expired(

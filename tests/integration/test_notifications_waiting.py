@@ -17,7 +17,7 @@ import pytest
 
 from tests.helpers.clients import person
 from tests.helpers.notify import NotifyDeployment, notify_deployment
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker_env, free_port
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, broker_env, free_port
 from tests.helpers.protocol import Agent
 from tests.helpers.samples import new_sid, single
 
@@ -110,6 +110,30 @@ async def test_a_client_wait_on_a_resume_is_refused(deployment: NotifyDeployment
         )
     assert response.status_code == 400
     assert "clientWait applies to a start" in response.json()["error"]["message"]
+
+
+async def test_a_person_who_asked_then_left_has_the_notify_wait_to_come_back_after_the_resume() -> None:
+    # A grace of 1 s and a notify wait of 10 s: the resume nobody saw waits the longer one.
+    with tempfile.TemporaryDirectory(prefix="qbroker-routes-") as directory:
+        path = Path(directory, "notify.toml")
+        path.write_text(f'[[route]]\nsessions = "*"\nkind = "slack"\nurl = "http://127.0.0.1:{free_port()}/h"\n')
+        with broker(notify_config=str(path), notify_client_wait=10, reconnect_grace=1) as process:
+            sid = new_sid("left:")
+            async with Agent(process.url, sid) as agent:
+                qid = str((await agent.start_pending(single()))["questionnaireId"])
+                async with person(process.ws_url, sid) as someone:
+                    question = await someone.wait_for("question")
+                    await someone.clarify(question, "which production?")
+                    asked = await agent.outcome(qid)
+                assert asked.status == "needs_clarification"
+                await agent.resume(qid, asked.revision, "the EU one")
+                began = time.monotonic()
+                while time.monotonic() - began < 3:  # three graces later, nobody there...
+                    assert (await agent.get(qid, wait=1)).status_code == 202  # ...and still open
+                async with person(process.ws_url, sid) as someone:
+                    await someone.answer_all({"target": ["production"]})
+                outcome = await agent.outcome(qid)
+    assert outcome.details["status"] == "completed"
 
 
 # --- a routes file serve cannot use -------------------------------------------------------------

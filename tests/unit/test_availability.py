@@ -80,6 +80,28 @@ def test_the_grace_counts_from_the_last_change_when_it_is_later_than_the_last_cl
     assert reason_at(state, 0, T0 + 10, T0 + 500 + GRACE - 1) is None
 
 
+def test_a_resume_nobody_saw_waits_the_questionnaire_s_own_wait_when_it_is_longer_than_the_grace() -> None:
+    # A notification route covers the session: the resume's notification must have the same
+    # time to bring the person back as the start's had.
+    state = msgspec.structs.replace(new_questionnaire(), client_wait=900.0)
+    state = resume(clarify(state, now=T0 + 1), now=T0 + 500)
+    assert due(state, 0, T0 + 10) == Deadline(T0 + 500 + 900.0, "ui_error")
+    assert reason_at(state, 0, T0 + 10, T0 + 500 + 899) is None
+    assert reason_at(state, 0, T0 + 10, T0 + 500 + 900) == "ui_error"
+
+
+def test_a_resume_nobody_saw_keeps_the_grace_when_its_own_wait_is_shorter() -> None:
+    state = msgspec.structs.replace(new_questionnaire(), client_wait=2.0)
+    state = resume(clarify(state, now=T0 + 1), now=T0 + 500)
+    assert due(state, 0, T0 + 10) == Deadline(T0 + 500 + GRACE, "ui_error")
+
+
+def test_a_client_that_left_after_the_last_change_gets_the_grace_whatever_its_own_wait() -> None:
+    state = msgspec.structs.replace(new_questionnaire(), client_wait=900.0)
+    state = answer(state, "a", now=T0 + 2)
+    assert due(state, 0, T0 + 50) == Deadline(T0 + 50 + GRACE, "ui_error")
+
+
 @pytest.mark.parametrize("clients", [0, 1])
 def test_a_questionnaire_waiting_for_the_agent_never_expires(clients: int) -> None:
     state = clarify(new_questionnaire())
