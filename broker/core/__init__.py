@@ -10,6 +10,8 @@ keeps it so.
 - ``schema``: the tool input's one JSON Schema, built from the model's limits and rules.
 - ``machine``: the questionnaire's states and transitions.
 - ``results``: the tool results an agent reads (text and details).
+- ``tool``: the tool as MCP servers publish it (name, description, schema), its results
+  and tool errors, shared by ``qbroker mcp`` and the broker's own MCP endpoint.
 - ``frames``: the websocket frames, parsed and built, and their codecs.
 - ``availability``: when a questionnaire nobody attends becomes unavailable.
 - ``status``: the websocket close codes and reasons.

@@ -25,90 +25,24 @@ import sys
 import uuid
 from typing import TYPE_CHECKING, Any, Final
 
-from broker.core.model import MAX_CLARIFICATION
+from broker.core import tool
 from broker.core.schema import TOOL_INPUT_SCHEMA
+from broker.core.tool import SERVER_INSTRUCTIONS, TOOL_DESCRIPTION, TOOL_NAME, tool_json
 from clients.cli_args import add_client_wait, add_retries, add_url_and_session
 
 if TYPE_CHECKING:
     import mcp_types as types
 
-TOOL_NAME: Final = "questionnaire"
-# The tool input's one JSON Schema, built in the core from the validator's own limits and
-# rules: the broker's OpenAPI document publishes the same (a plain, flat object that every
-# MCP host takes; broker/core/schema.py says what that leaves to the broker).
+# The tool's name, description, schema, results and errors are the core's (broker/core/tool.py),
+# shared with the broker's own MCP endpoint; the names stay importable from here.
+__all__ = ["INPUT_SCHEMA", "SERVER_INSTRUCTIONS", "TOOL_DESCRIPTION", "TOOL_NAME", "build_server", "tool_json"]
 INPUT_SCHEMA: Final = TOOL_INPUT_SCHEMA
-
-TOOL_DESCRIPTION: Final = f"""\
-Ask the user several related multiple-choice questions in one dialog (a terminal or browser \
-UI the user has open) and get the answers back as the stable ids you declared.
-
-Use it when:
-- two or more related choices must be settled before you can continue;
-- each choice has a known, bounded set of options you can name;
-- the user asked to be prompted with a menu, list or form;
-- a previous result was QUESTIONNAIRE_NEEDS_CLARIFICATION (then resume, see below).
-
-Do not use it when:
-- the question is open-ended and better answered in prose;
-- one trivial yes/no confirmation is enough: just ask in normal text;
-- you would be asking for secrets, passwords, API keys, tokens or other credentials \
-(not even through the free-text Other answer);
-- you already know the answer, or can find it by reading files or running a read-only command.
-Ask only what changes what you will do.
-
-How to ask: put every related question into ONE start call (never a chain of questionnaires \
-for one decision). Give each question and option a stable, descriptive id; ids are what you \
-read back, labels are only display text. Use type "single" when exactly one answer is valid \
-and "multi" when several are; on multi set minSelections: 1 unless an empty answer is useful. \
-allowOther defaults to true; set false when a custom answer is unusable.
-
-Reading the result: the first line is `<MARKER> questionnaireId=<id> revision=<n>` with \
-MARKER one of QUESTIONNAIRE_COMPLETED, QUESTIONNAIRE_NEEDS_CLARIFICATION, \
-QUESTIONNAIRE_CANCELLED, QUESTIONNAIRE_UNAVAILABLE. Answers read \
-`<questionId>: optionIds=[...] other="..."`. Cancelled and unavailable are real outcomes: \
-never guess answers the user did not give.
-
-After QUESTIONNAIRE_NEEDS_CLARIFICATION the user paused on a question to ask you something; \
-earlier answers are stored. You MUST (1) answer their request in normal text, briefly, then \
-(2) immediately call this tool with action "resume" and exactly the questionnaireId and \
-revision from that result plus clarificationResponse (a summary of your answer, <= {MAX_CLARIFICATION} \
-characters). Never resend questions, never start a new questionnaire instead, never guess \
-the pending answer, and do not end your turn without resuming. It can happen again with a \
-higher revision: answer and resume each time.\
-"""
-
-SERVER_INSTRUCTIONS: Final = (
-    "qbroker lets you ask the user structured multiple-choice questions through the "
-    "`questionnaire` tool; the call returns when the user has answered, cancelled, asked "
-    "for a clarification (then answer and resume) or cannot be reached."
-)
 
 
 def tool_definition() -> Any:
     import mcp_types as types
 
-    return types.Tool(
-        name=TOOL_NAME,
-        title="Ask the user a questionnaire",
-        description=TOOL_DESCRIPTION,
-        input_schema=INPUT_SCHEMA,
-        annotations=types.ToolAnnotations(
-            title="Ask the user a questionnaire",
-            read_only_hint=False,
-            destructive_hint=False,
-            idempotent_hint=False,
-            open_world_hint=True,
-        ),
-    )
-
-
-def tool_json() -> dict[str, Any]:
-    """The tool as plain JSON: ``{name, description, inputSchema}`` (MCP's field names).
-
-    Function-calling APIs take the same three things (Anthropic: ``input_schema``;
-    OpenAI: ``function.parameters``).
-    """
-    return {"name": TOOL_NAME, "description": TOOL_DESCRIPTION, "inputSchema": INPUT_SCHEMA}
+    return types.Tool.model_validate(tool.tool_listing())
 
 
 def build_server(client: Any) -> Any:
@@ -116,14 +50,14 @@ def build_server(client: Any) -> Any:
     import mcp_types as types
     from mcp.server import Server
 
-    from clients.agent.sdk import QBrokerError, QBrokerTimeout, _thaw
+    from clients.agent.sdk import QBrokerError, QBrokerTimeout
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[tool_definition()])
 
     async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
         if params.name != TOOL_NAME:
-            return _tool_error(f"unknown tool {params.name!r}; the only tool is {TOOL_NAME!r}")
+            return types.CallToolResult.model_validate(tool.unknown_tool(params.name))
         arguments = dict(params.arguments or {})
         progress = 0
 
@@ -132,8 +66,7 @@ def build_server(client: Any) -> Any:
             progress += 1
             await ctx.session.report_progress(
                 progress,
-                message=f"waiting for the user (questionnaireId={pending.questionnaire_id} "
-                f"revision={pending.revision} step={pending.step})",
+                message=tool.progress_message(pending.questionnaire_id, pending.revision, pending.step),
             )
 
         try:
@@ -148,14 +81,10 @@ def build_server(client: Any) -> Any:
             return _tool_error(f"questionnaire: {exc.message}.{hint}", exc.code)
         except QBrokerError as exc:
             return _tool_error(exc.message, exc.code)
-        return types.CallToolResult(
-            content=[types.TextContent(type="text", text=result.text)],
-            structured_content=_thaw(result.details),
-            is_error=False,
-        )
+        return types.CallToolResult.model_validate(tool.call_result(result.tool_result()))
 
     return Server(
-        "qbroker",
+        tool.SERVER_NAME,
         version=_version(),
         instructions=SERVER_INSTRUCTIONS,
         on_list_tools=list_tools,
@@ -166,8 +95,7 @@ def build_server(client: Any) -> Any:
 def _tool_error(message: str, code: str | None = None) -> types.CallToolResult:
     import mcp_types as types
 
-    text = message if code is None else f"{message}\n(error code: {code})"
-    return types.CallToolResult(content=[types.TextContent(type="text", text=text)], is_error=True)
+    return types.CallToolResult.model_validate(tool.error_result(message, code))
 
 
 def _version() -> str:
