@@ -1,13 +1,15 @@
-"""The ASGI application: agent API, the inbox, operator endpoints, health, and the web client
-(the client websockets are broker/ws.py and broker/inbox_ws.py).
+"""The ASGI application: agent API, MCP endpoint, the inbox, operator endpoints, health, and
+the web client (the client websockets are broker/ws.py and broker/inbox_ws.py).
 
-``BrokerApp`` sends the agent API's paths straight to ``broker/http.py``, the operator's to
-``broker/operator_api.py``, the inbox's to ``broker/inbox_http.py``, and everything else
-(health, metrics, OpenAPI, the web client) to a Starlette app; it runs the lifespan itself.
+``BrokerApp`` sends the agent API's paths straight to ``broker/http.py``, the MCP endpoint's
+to ``broker/remote_mcp/``, the operator's to ``broker/operator_api.py``, the inbox's to
+``broker/inbox_http.py``, and everything else (health, metrics, OpenAPI, the web client) to a
+Starlette app; it runs the lifespan itself.
 """
 
 from __future__ import annotations
 
+import contextlib
 import traceback
 from pathlib import Path
 
@@ -25,6 +27,8 @@ from broker.metrics import CONTENT_TYPE
 from broker.notify.config import load_routes
 from broker.openapi import build_openapi
 from broker.operator_api import REVOCATIONS_PATH, OperatorAPI
+from broker.remote_mcp import McpEndpoint
+from broker.remote_mcp import match as mcp_match
 from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store, StoreUnavailable
@@ -71,6 +75,7 @@ class BrokerApp:
         self._agent_api = http.AgentAPI(broker)
         self._operator_api = OperatorAPI(broker)
         self._inbox_api = InboxAPI(broker)
+        self._mcp = McpEndpoint(broker)
         self._web = web
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -85,6 +90,10 @@ class BrokerApp:
             if scope["path"] == INBOX_HTTP_PATH:
                 await self._inbox_api(scope, receive, send)
                 return
+            mcp = mcp_match(scope["path"])
+            if mcp is not None:
+                await self._mcp(scope, receive, send, *mcp)
+                return
             if scope["path"].startswith("/v1/"):
                 await http.unknown_endpoint(scope, send)
                 return
@@ -98,8 +107,10 @@ class BrokerApp:
         here, not by Starlette, so that a store that cannot be reached at startup says so in
         one line (uvicorn logs it and exits 3), where Starlette would log a traceback."""
         await receive()  # lifespan.startup
+        mcp = contextlib.AsyncExitStack()
         try:
             await self.broker.start()
+            await mcp.enter_async_context(self._mcp.running())
         except StoreUnavailable as exc:
             await send({"type": "lifespan.startup.failed", "message": f"qbroker cannot start: {exc}"})
             return
@@ -109,6 +120,7 @@ class BrokerApp:
         await send({"type": "lifespan.startup.complete"})
         await receive()  # lifespan.shutdown
         try:
+            await mcp.aclose()  # (uvicorn has let the requests in flight finish, or cut them)
             await self.broker.stop()
         except Exception:
             await send({"type": "lifespan.shutdown.failed", "message": traceback.format_exc()})

@@ -42,6 +42,7 @@ _POSITIVE = {
     "redis_wait_timeout": "QBROKER_REDIS_WAIT_TIMEOUT",
     "notify_retry_delay": "QBROKER_NOTIFY_RETRY_DELAY",
     "notify_timeout": "QBROKER_NOTIFY_TIMEOUT",
+    "mcp_progress_interval": "QBROKER_MCP_PROGRESS_INTERVAL",
 }
 _NOT_NEGATIVE = {
     "client_wait": "QBROKER_CLIENT_WAIT",
@@ -116,6 +117,8 @@ class Config:
     heartbeat_interval: float = 5.0
     reconcile_interval: float = 2.0
     shutdown_grace: float = 10.0
+    # The MCP endpoint's tool calls report progress this often while the person answers.
+    mcp_progress_interval: float = 10.0
     log_level: str = "info"
     # auto: readable text when stderr is a terminal, JSON lines otherwise (broker/logs.py)
     log_format: str = "auto"
@@ -161,6 +164,7 @@ class Config:
             heartbeat_interval=_float(e, "QBROKER_HEARTBEAT_INTERVAL", cls.heartbeat_interval),
             reconcile_interval=_float(e, "QBROKER_RECONCILE_INTERVAL", cls.reconcile_interval),
             shutdown_grace=_float(e, "QBROKER_SHUTDOWN_GRACE", cls.shutdown_grace),
+            mcp_progress_interval=_float(e, "QBROKER_MCP_PROGRESS_INTERVAL", cls.mcp_progress_interval),
             log_level=e.get("QBROKER_LOG_LEVEL", cls.log_level).strip().lower(),
             log_format=_log_format(e),
             notify_config=Path(e["QBROKER_NOTIFY_CONFIG"]) if e.get("QBROKER_NOTIFY_CONFIG") else None,

@@ -60,7 +60,7 @@ def match(path: str) -> tuple[str, str | None] | None:
     return None
 
 
-class _ClientGone(Exception):
+class ClientGone(Exception):
     """The agent hung up before its request body arrived: there is nobody to answer."""
 
 
@@ -94,7 +94,7 @@ class AgentAPI:
             self.broker.metrics.errors.labels("store_unavailable").inc()
             status = 503
             body = _error_body("store_unavailable", "questionnaire: the state store is unavailable; retry shortly")
-        except _ClientGone:
+        except ClientGone:
             return
         except Exception:  # a bug: answer 500 (as Starlette's ServerErrorMiddleware would) and log it
             log.exception("agent API call failed", extra={"path": scope["path"], "method": method})
@@ -111,7 +111,7 @@ class AgentAPI:
         if qid is None:  # POST .../questionnaire: start or resume
             wait = _wait(query, _START_QUERY)
             client_wait = _client_wait(query, broker.config.max_client_wait)
-            tool_input = _tool_input(await _body(receive, _header(headers, b"content-length")))
+            tool_input = _tool_input(await read_body(receive, _header(headers, b"content-length")))
             if isinstance(tool_input, StartInput):
                 key = _header(headers, b"idempotency-key")
                 if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
@@ -233,7 +233,7 @@ def _seconds(raw: str, name: str, bound: float) -> float:
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
 
 
-async def _body(receive: Receive, length: str | None) -> bytes:
+async def read_body(receive: Receive, length: str | None) -> bytes:
     if length is not None and length.isdecimal() and int(length) > MAX_BODY_BYTES:
         raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 16 MiB")
     chunks: list[bytes] = []
@@ -241,7 +241,7 @@ async def _body(receive: Receive, length: str | None) -> bytes:
     while True:
         message = await receive()
         if message["type"] != "http.request":  # http.disconnect
-            raise _ClientGone
+            raise ClientGone
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
         if size > MAX_BODY_BYTES:

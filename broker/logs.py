@@ -116,3 +116,7 @@ def configure(level: str = "info", json_format: bool = True) -> None:
     # (broker/notify/ logs the target's scheme and host only, and its own outcome).
     for name in ("httpx", "httpcore"):
         logging.getLogger(name).setLevel(logging.WARNING)
+    # The MCP SDK and sse-starlette log every message they carry at debug (tool results with
+    # the person's answers among them) and every stateless request at info: warnings only.
+    for name in ("mcp", "sse_starlette"):
+        logging.getLogger(name).setLevel(max(logging.WARNING, root.level))

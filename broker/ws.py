@@ -22,7 +22,7 @@ import logging
 import re
 import time
 import uuid
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Mapping
 from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
@@ -72,8 +72,11 @@ class TokenBucket:
         return True
 
 
-def origin_allowed(headers: Headers, allowed: tuple[str, ...]) -> bool:
+def origin_allowed(headers: Mapping[str, str], allowed: tuple[str, ...]) -> bool:
     """Browsers always send Origin; other clients (TUI, bots) usually do not.
+
+    ``headers``: case-insensitive (websockets' or Starlette's), as the MCP endpoint checks
+    its requests' Origin by the same rule.
 
     The broker's own page (same origin: the Origin's host is the host connected to) is
     always allowed; ``allowed`` (lower-case, without a trailing slash) adds other origins.

@@ -20,7 +20,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from broker.config import Config
-from broker.core import frames, machine, results
+from broker.core import frames, machine, repeats, results
 from broker.core.errors import BrokerError, invalid
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, ResumeInput
@@ -146,13 +146,7 @@ class Broker:
             )
             stored = await self.store.create(fresh, idempotency_key)
             if stored.id == fresh.id:
-                self.metrics.started.inc()
-                if self.notifier is not None:
-                    self.notifier.started(stored)  # (queued: never waits)
-                log.info(
-                    "questionnaire started",
-                    extra={"session": session_id, "questionnaire": stored.id, "questions": len(questions)},
-                )
+                self._started(stored)
             elif stored.questions != questions:
                 # The key names another questionnaire: a retry repeats its call, so this is
                 # a reused key, and handing back the other one would answer the wrong questions.
@@ -170,6 +164,48 @@ class Broker:
 
         return await self.waits.write_and_wait(session_id, write, wait)
 
+    async def start_or_reattach(
+        self, session_id: str, questions: tuple[Question, ...], wait: float, *, asked_by: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """A start whose caller sends no key (the MCP endpoint): it re-attaches to the
+        questionnaire that an identical earlier start made while that one is still open, and
+        starts a new one otherwise (the chain of keys of ``core/repeats.py``)."""
+        own_wait = self.first_client_wait(session_id)
+
+        def fresh() -> Questionnaire:
+            return machine.start(
+                str(uuid.uuid4()), session_id, questions, self.clock(), asked_by=asked_by, client_wait=own_wait
+            )
+
+        async def write() -> Questionnaire:
+            key = repeats.first_key(session_id, asked_by, questions)
+            for _ in range(repeats.MAX_LINKS):
+                new = fresh()
+                stored = await self.store.create(new, key)
+                if stored.id == new.id:
+                    self._started(stored)
+                    return stored
+                if not stored.is_terminal and stored.questions == questions:
+                    log.info("repeated start re-attached", extra={"session": session_id, "questionnaire": stored.id})
+                    return stored
+                key = repeats.next_key(key, stored.id)
+            # As many ended questionnaires with these very questions as the chain may walk:
+            # this one starts with no key (a retry of it would ask again).
+            stored = await self.store.create(fresh(), None)
+            self._started(stored)
+            return stored
+
+        return await self.waits.write_and_wait(session_id, write, wait)
+
+    def _started(self, state: Questionnaire) -> None:
+        self.metrics.started.inc()
+        if self.notifier is not None:
+            self.notifier.started(state)  # (queued: never waits)
+        log.info(
+            "questionnaire started",
+            extra={"session": state.session_id, "questionnaire": state.id, "questions": len(state.questions)},
+        )
+
     async def resume(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
         async def write() -> Questionnaire:
             state = await self.writer.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
@@ -182,6 +218,25 @@ class Broker:
             return state
 
         return await self.waits.write_and_wait(session_id, write, wait)
+
+    async def resume_or_reattach(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
+        """A resume whose caller cannot tell a retry from a first attempt (the MCP endpoint):
+        when this very resume (same revision, same response) was already applied, the
+        refusal a second application earns gives way to waiting for the outcome again."""
+        try:
+            return await self.resume(session_id, resume, wait)
+        except BrokerError as exc:
+            if exc.code not in ("stale_revision", "not_awaiting_clarification", "questionnaire_closed"):
+                raise
+            state = await self.writer.load(session_id, resume.questionnaire_id)
+            applied = any(
+                earlier.revision == resume.revision and earlier.response == resume.clarification_response.strip()
+                for earlier in state.clarifications
+            )
+            if not applied:
+                raise
+            log.info("repeated resume re-attached", extra={"session": session_id, "questionnaire": state.id})
+        return await self.wait_for_outcome(session_id, resume.questionnaire_id, wait)
 
     async def abort(self, session_id: str, questionnaire_id: str) -> tuple[int, dict[str, Any]]:
         try:

@@ -1,0 +1,130 @@
+"""One ``questionnaire`` tool call on the MCP endpoint, run against this process's ``Broker``.
+
+The call blocks until the questionnaire has an outcome, however long the person takes. It
+waits in slices of ``QBROKER_MCP_PROGRESS_INTERVAL`` seconds (the agent API's long poll,
+inside the process); after each slice that ends with the person still answering, a
+progress notification goes out when the host asked for progress (its ``progressToken``).
+Nothing of the call lives only here: the questionnaire is in the store, and a call that
+breaks (this broker stopped or died) is repeated by the host on any broker:
+
+- a start with the same arguments re-attaches to the questionnaire the first attempt made
+  while that one is still open (``Broker.start_or_reattach``); a host that can send an
+  explicit key puts it in the request's ``_meta`` (``IDEMPOTENCY_META_KEY``), with the agent
+  API's ``Idempotency-Key`` meaning;
+- a resume with the same arguments that was applied already waits for the outcome again
+  (``Broker.resume_or_reattach``).
+
+When this broker is stopping, a call still waiting ends at once with a tool error that says
+so and what to do (call again with the same arguments); the questionnaire goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
+from typing import Any, Final
+
+from broker.core import tool
+from broker.core.errors import BrokerError, invalid
+from broker.core.model import StartInput, parse_tool_input
+from broker.http import MAX_IDEMPOTENCY_KEY
+from broker.remote_mcp.gate import Caller
+from broker.service import Broker
+from broker.store.base import StoreUnavailable
+
+log = logging.getLogger("qbroker.mcp")
+
+# A tools/call request's ``_meta`` may carry the start's idempotency key (hosts that are
+# programs can set it; a model cannot, and needs none: repeating the arguments is enough).
+IDEMPOTENCY_META_KEY: Final = "qbroker/idempotencyKey"
+# A store outage is ridden out as the agent SDK does (its default backoff, ~11-23 s in all).
+STORE_RETRIES: Final = 8
+STORE_BACKOFF: Final = 0.25
+STORE_MAX_BACKOFF: Final = 5.0
+
+Progress = Callable[[float, str], Awaitable[None]]
+Outcome = tuple[int, dict[str, Any]]
+
+
+async def call_tool(
+    broker: Broker,
+    caller: Caller,
+    name: str,
+    arguments: Mapping[str, Any] | None,
+    meta: Mapping[str, Any] | None,
+    progress: Progress,
+) -> dict[str, Any]:
+    """The MCP result (``CallToolResult`` as JSON) of one call: the tool result, or a tool error."""
+    if name != tool.TOOL_NAME:
+        return tool.unknown_tool(name)
+    try:
+        status, body = await _riding_out_the_store(lambda: _first(broker, caller, arguments or {}, meta))
+        reports = 0
+        while status == 202:
+            questionnaire_id = body["questionnaireId"]
+            if broker.shutting_down.is_set():
+                return _restarting(questionnaire_id)
+            reports += 1
+            await progress(reports, tool.progress_message(questionnaire_id, body["revision"], body["step"]))
+            status, body = await _riding_out_the_store(partial(_wait, broker, caller, questionnaire_id))
+    except BrokerError as exc:
+        broker.metrics.errors.labels(exc.code).inc()
+        return tool.error_result(exc.message, exc.code)
+    except StoreUnavailable:
+        broker.metrics.errors.labels("store_unavailable").inc()
+        return tool.error_result(
+            "questionnaire: the state store is unavailable; call again with the same arguments shortly",
+            "store_unavailable",
+        )
+    return tool.call_result(body)
+
+
+async def _first(
+    broker: Broker, caller: Caller, arguments: Mapping[str, Any], meta: Mapping[str, Any] | None
+) -> Outcome:
+    """The start or resume, waiting for its outcome up to one slice."""
+    sid, wait = caller.session_id, broker.config.mcp_progress_interval
+    tool_input = parse_tool_input(arguments)
+    if isinstance(tool_input, StartInput):
+        key = _explicit_key(meta)
+        if key is not None:
+            return await broker.start_questionnaire(sid, tool_input.questions, key, wait, asked_by=caller.sub)
+        return await broker.start_or_reattach(sid, tool_input.questions, wait, asked_by=caller.sub)
+    return await broker.resume_or_reattach(sid, tool_input, wait)
+
+
+async def _wait(broker: Broker, caller: Caller, questionnaire_id: str) -> Outcome:
+    """One more slice of waiting for the outcome."""
+    return await broker.wait_for_outcome(caller.session_id, questionnaire_id, broker.config.mcp_progress_interval)
+
+
+def _explicit_key(meta: Mapping[str, Any] | None) -> str | None:
+    key = (meta or {}).get(IDEMPOTENCY_META_KEY)
+    if key is None:
+        return None
+    if not isinstance(key, str) or not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
+        raise invalid(f"_meta {IDEMPOTENCY_META_KEY!r} must be a string of 1-{MAX_IDEMPOTENCY_KEY} characters")
+    return key
+
+
+async def _riding_out_the_store(attempt: Callable[[], Awaitable[Outcome]]) -> Outcome:
+    """``attempt()``, again after a pause while the store is unavailable (Redis restarting or
+    failing over); safe for a start and a resume, which re-attach when repeated."""
+    for retry in range(STORE_RETRIES):
+        try:
+            return await attempt()
+        except StoreUnavailable:
+            log.info("mcp tool call: store unavailable, retrying", extra={"attempt": retry + 1})
+            await asyncio.sleep(min(STORE_MAX_BACKOFF, STORE_BACKOFF * 2**retry))
+    return await attempt()
+
+
+def _restarting(questionnaire_id: str) -> dict[str, Any]:
+    return tool.error_result(
+        f"questionnaire: this broker is shutting down. Questionnaire {questionnaire_id} is still with the user"
+        " and nothing is lost: call questionnaire again with exactly the same arguments to go on waiting for it"
+        " (a repeated call re-attaches to it; it does not ask again).",
+        "shutting_down",
+    )

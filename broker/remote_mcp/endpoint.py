@@ -1,0 +1,104 @@
+"""The MCP endpoint's ASGI side: the gate, then the official MCP SDK's Streamable HTTP
+transport in stateless mode, serving a low-level ``Server`` with the one tool.
+
+Stateless: the SDK keeps no session between requests (no ``Mcp-Session-Id``), so any broker
+behind a load balancer serves any request, and a host's retry may land anywhere. Protocol
+revisions that open with ``initialize`` and the per-request revision (2026-07-28) are both
+served by the SDK's session manager. Responses stream (SSE) rather than being one JSON body,
+so that progress notifications reach the host while a call waits; the SDK pings the stream
+every 15 s, which keeps proxies from closing a quiet one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import AsyncIterator
+from typing import Any
+
+import mcp_types as types
+from mcp.server import Server
+from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
+from mcp.server.transport_security import TransportSecuritySettings
+from sse_starlette.sse import AppStatus
+from starlette.types import Receive, Scope, Send
+
+from broker import http
+from broker.core import tool
+from broker.core.errors import BrokerError
+from broker.remote_mcp import calls, gate
+from broker.service import Broker
+
+
+class McpEndpoint:
+    """``/mcp`` and ``/v1/sessions/{sid}/mcp``; ``running()`` spans the app's lifespan."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.server = _server(broker)
+        self._manager: StreamableHTTPSessionManager | None = None
+
+    @contextlib.asynccontextmanager
+    async def running(self) -> AsyncIterator[None]:
+        """The SDK's task group for the requests in flight (a manager runs only once, so
+        each lifespan has its own)."""
+        manager = StreamableHTTPSessionManager(
+            self.server,
+            stateless=True,
+            json_response=False,
+            # The gate checks Origin (with the broker's own rule) and the body size first.
+            security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            max_request_body_size=http.MAX_BODY_BYTES,
+        )
+        # sse-starlette (the SDK's SSE responses) would cut every stream the moment uvicorn
+        # is told to stop; the broker's own shutdown ends each waiting call first, with a
+        # tool error that tells the host to call again (calls.py), and that must get out.
+        AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]
+        async with manager.run():
+            self._manager = manager
+            try:
+                yield
+            finally:
+                self._manager = None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, path_session: str | None) -> None:
+        admitted = await gate.admit(self.broker, scope, receive, send, path_session)
+        if admitted is None:
+            return
+        manager = self._manager
+        if manager is None:  # (an app served without its lifespan)
+            gone = BrokerError("shutting_down", "questionnaire: the MCP endpoint is not running; retry")
+            await gate.refuse(send, gone)
+            return
+        await manager.handle_request(scope, admitted, send)
+
+
+def _server(broker: Broker) -> Server[Any]:
+    async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
+        return types.ListToolsResult(tools=[types.Tool.model_validate(tool.tool_listing())])
+
+    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+        caller: gate.Caller = ctx.request.scope[gate.CALLER_KEY]
+
+        async def progress(done: float, message: str) -> None:
+            await ctx.session.report_progress(done, message=message)
+
+        meta: dict[str, Any] = dict(params.meta or {})  # (the SDK's TypedDict: any other key kept as sent)
+        result = await calls.call_tool(broker, caller, params.name, params.arguments, meta, progress)
+        return types.CallToolResult.model_validate(result)
+
+    return Server(
+        tool.SERVER_NAME,
+        version=_version(),
+        instructions=tool.SERVER_INSTRUCTIONS,
+        on_list_tools=list_tools,
+        on_call_tool=call_tool,
+    )
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("qbroker")
+    except Exception:  # not installed as a distribution: running from a checkout
+        return "0.1.0"

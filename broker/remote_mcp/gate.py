@@ -1,0 +1,138 @@
+"""What every request to the MCP endpoint passes before the MCP SDK sees it.
+
+The endpoint is the agent API in another protocol, so it refuses what the agent API refuses,
+in the agent API's words (``{"error": {"code", "message"}}``, the same statuses), on every
+request whatever its method:
+
+1. an ``Origin`` that is neither the broker's own nor in ``QBROKER_ALLOWED_ORIGINS``: 403
+   (MCP's Streamable HTTP transport asks servers to check it against DNS rebinding: a web
+   page must not reach a broker on the visitor's own network through its browser);
+2. no ``Authorization: Bearer <agent token>``, or a token that is invalid, expired or a
+   client's: 401;
+3. a session the token does not cover: 403; ``/mcp`` takes its session from the token, so a
+   token for more than one session (``*``) must name it in the path,
+   ``/v1/sessions/{sid}/mcp``; a malformed session id there: 400;
+4. a broker that is shutting down: 503 (a load balancer tries another);
+5. a body over 16 MiB: 413 (read here, after the token, and handed on whole).
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Final
+
+import orjson
+from starlette.datastructures import Headers
+from starlette.types import Message, Receive, Scope, Send
+
+from broker import http
+from broker.auth import Claims, valid_session_id, verify_token
+from broker.core.errors import BrokerError, invalid
+from broker.core.wire import SESSION_ID_RULE
+from broker.service import Broker
+from broker.ws import origin_allowed
+
+log = logging.getLogger("qbroker.mcp")
+
+ENDPOINT: Final = "/mcp"
+_SESSION_PREFIX: Final = "/v1/sessions/"
+_SESSION_SUFFIX: Final = "/mcp"
+# Where the gate leaves who is calling, for the tool (it reads the request's scope).
+CALLER_KEY: Final = "qbroker.mcp.caller"
+
+
+class Caller:
+    """Who calls, for which session: what the tool needs of the request."""
+
+    __slots__ = ("session_id", "sub")
+
+    def __init__(self, session_id: str, sub: str | None) -> None:
+        self.session_id = session_id
+        self.sub = sub
+
+
+def match(path: str) -> tuple[str | None] | None:
+    """``(None,)`` for ``/mcp`` (the session comes from the token), ``(sid,)`` for
+    ``/v1/sessions/{sid}/mcp``, None for any other path."""
+    if path in (ENDPOINT, ENDPOINT + "/"):
+        return (None,)
+    if path.startswith(_SESSION_PREFIX) and path.endswith(_SESSION_SUFFIX):
+        sid = path[len(_SESSION_PREFIX) : -len(_SESSION_SUFFIX)]
+        if sid and "/" not in sid:
+            return (sid,)
+    return None
+
+
+async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path_session: str | None) -> Receive | None:
+    """Check the request; answer a refusal and return None, or return the ``receive`` to
+    hand on (the body already read, so that its size was checked) with the caller in
+    ``scope[CALLER_KEY]``."""
+    headers = Headers(scope=scope)
+    try:
+        if not origin_allowed(headers, broker.config.allowed_origins):
+            log.info("mcp request refused: origin not allowed", extra={"origin": headers.get("origin", "")[:200]})
+            raise BrokerError("forbidden", "questionnaire: this Origin may not use the MCP endpoint")
+        caller = _authorize(broker, headers.get("authorization"), path_session)
+        if broker.shutting_down.is_set():
+            raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
+        body = await http.read_body(receive, headers.get("content-length"))
+    except BrokerError as exc:
+        broker.metrics.errors.labels(exc.code).inc()
+        await refuse(send, exc)
+        return None
+    except http.ClientGone:
+        return None
+    scope[CALLER_KEY] = caller
+    return _replay(body, receive)
+
+
+def _authorize(broker: Broker, header: str | None, path_session: str | None) -> Caller:
+    scheme, _, token = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
+    try:
+        claims: Claims = verify_token(broker.config.secret or "", token.strip(), role="agent")
+    except BrokerError as exc:
+        raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
+    if path_session is None:
+        if not valid_session_id(claims.sid):
+            raise BrokerError(
+                "forbidden",
+                f"questionnaire: this token is for more than one session ({claims.sid!r}); name the session in the"
+                " path: /v1/sessions/{sid}/mcp",
+            )
+        session_id = claims.sid
+    else:
+        if not valid_session_id(path_session):
+            raise invalid(f"the session id must be {SESSION_ID_RULE}")
+        if not claims.allows(path_session):
+            raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {path_session}")
+        session_id = path_session
+    return Caller(session_id, getattr(claims, "sub", None))
+
+
+def _replay(body: bytes, receive: Receive) -> Receive:
+    """A ``receive`` that gives the body read already, then whatever comes next (the
+    disconnect the SDK watches for while a call streams)."""
+    pending: list[Message] = [{"type": "http.request", "body": body, "more_body": False}]
+
+    async def replay() -> Message:
+        if pending:
+            return pending.pop()
+        return await receive()
+
+    return replay
+
+
+async def refuse(send: Send, exc: BrokerError) -> None:
+    body = orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
+    headers: list[tuple[bytes, bytes]] = [
+        (b"content-length", b"%d" % len(body)),
+        (b"content-type", b"application/json"),
+    ]
+    if exc.code == "unauthorized":
+        # RFC 6750: a 401 names the scheme. No resource_metadata: this endpoint takes the
+        # broker's own tokens, not OAuth, so a host has nothing to discover.
+        headers.append((b"www-authenticate", b'Bearer realm="qbroker"'))
+    await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
+    await send({"type": "http.response.body", "body": body})
