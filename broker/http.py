@@ -107,7 +107,7 @@ class AgentAPI:
     ) -> tuple[int, dict[str, Any]]:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         broker, claims = await self._authorize(_header(headers, b"authorization"), sid)
-        query = _query(scope["query_string"])
+        query = parse_query(scope["query_string"])
         if qid is None:  # POST .../questionnaire: start or resume
             wait = _wait(query, _START_QUERY)
             client_wait = _client_wait(query, broker.config.max_client_wait)
@@ -125,7 +125,7 @@ class AgentAPI:
                 raise invalid("clientWait applies to a start (a new questionnaire), not to a resume")
             return await broker.resume(sid, tool_input, wait)
         if method == "DELETE":
-            _only(query, _NO_QUERY)
+            only(query, _NO_QUERY)
             return await broker.abort(sid, qid)
         return await broker.wait_for_outcome(sid, qid, _wait(query))
 
@@ -168,7 +168,7 @@ _START_QUERY: Final = frozenset({"wait", "clientWait"})
 _NO_QUERY: Final = frozenset[str]()
 
 
-def _query(raw: bytes) -> list[tuple[str, str]]:
+def parse_query(raw: bytes) -> list[tuple[str, str]]:
     """(name, value) pairs, as Starlette reads them (latin-1, then percent-decoding as UTF-8)."""
     if not raw:
         return []
@@ -179,7 +179,7 @@ def _query(raw: bytes) -> list[tuple[str, str]]:
     return [(name, value)]
 
 
-def _only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
+def only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
     """Refuse unknown or repeated query parameters, as unknown keys are refused everywhere
     else: a typo such as ``?wiat=5`` must not silently become the default 30 s wait."""
     names = [name for name, _ in query]
@@ -192,11 +192,17 @@ def _only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
         raise invalid(f"query parameter {repeated[0]!r} is given more than once")
 
 
+def is_number(text: str) -> bool:
+    """A plain number of seconds ("30", "0.5", "1e-3"): float() alone would also take " 5",
+    "1_0", "+5" and non-ASCII digits, none of which is a number in the API's documented sense."""
+    return _NUMBER.fullmatch(text) is not None and math.isfinite(float(text))
+
+
 def _wait(query: list[tuple[str, str]], allowed: frozenset[str] = _WAIT_ONLY) -> float:
     """``wait`` (the long poll's seconds), after refusing any parameter not in ``allowed``."""
     if not query:
         return DEFAULT_WAIT
-    _only(query, allowed)
+    only(query, allowed)
     raw = _value(query, "wait")
     if raw is None:
         return DEFAULT_WAIT
@@ -218,9 +224,7 @@ def _value(query: list[tuple[str, str]], name: str) -> str | None:
 
 
 def _seconds(raw: str, name: str, bound: float) -> float:
-    # A plain number ("30", "0.5", "1e-3"): float() alone would also take " 5", "1_0",
-    # "+5" and non-ASCII digits, none of which is a number in the API's documented sense.
-    if not _NUMBER.fullmatch(raw):
+    if not is_number(raw):
         raise invalid(f"{name} must be a number of seconds from 0 to {bound:g}, got {raw[:40]!r}")
     seconds = float(raw)
     if not math.isfinite(seconds) or not 0 <= seconds <= bound:

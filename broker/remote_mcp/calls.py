@@ -15,7 +15,8 @@ breaks (this broker stopped or died) is repeated by the host on any broker:
   (``Broker.resume_or_reattach``).
 
 When this broker is stopping, a call still waiting ends at once with a tool error that says
-so and what to do (call again with the same arguments); the questionnaire goes on.
+so and what to do (call again with the same arguments); the questionnaire goes on. So does a
+call that has waited the endpoint's ``?timeout`` (for hosts that give up after a fixed time).
 """
 
 from __future__ import annotations
@@ -59,16 +60,23 @@ async def call_tool(
     """The MCP result (``CallToolResult`` as JSON) of one call: the tool result, or a tool error."""
     if name != tool.TOOL_NAME:
         return tool.unknown_tool(name)
+    loop = asyncio.get_running_loop()
+    deadline = None if caller.timeout is None else loop.time() + caller.timeout
     try:
-        status, body = await _riding_out_the_store(lambda: _first(broker, caller, arguments or {}, meta))
+        first = partial(_first, broker, caller, arguments or {}, meta, _slice(broker, loop, deadline))
+        status, body = await _riding_out_the_store(first)
         reports = 0
         while status == 202:
             questionnaire_id = body["questionnaireId"]
             if broker.shutting_down.is_set():
-                return _restarting(questionnaire_id)
+                return _go_on(questionnaire_id, "this broker is shutting down", "shutting_down")
+            if deadline is not None and loop.time() >= deadline:
+                waited = f"the call has waited {caller.timeout:g}s (this endpoint's ?timeout)"
+                return _go_on(questionnaire_id, waited, "timeout")
             reports += 1
             await progress(reports, tool.progress_message(questionnaire_id, body["revision"], body["step"]))
-            status, body = await _riding_out_the_store(partial(_wait, broker, caller, questionnaire_id))
+            wait = partial(_wait, broker, caller, questionnaire_id, _slice(broker, loop, deadline))
+            status, body = await _riding_out_the_store(wait)
     except BrokerError as exc:
         broker.metrics.errors.labels(exc.code).inc()
         return tool.error_result(exc.message, exc.code)
@@ -81,11 +89,17 @@ async def call_tool(
     return tool.call_result(body)
 
 
+def _slice(broker: Broker, loop: asyncio.AbstractEventLoop, deadline: float | None) -> float:
+    """How long the next wait may be: one progress interval, or what is left of the timeout."""
+    interval = broker.config.mcp_progress_interval
+    return interval if deadline is None else max(0.0, min(interval, deadline - loop.time()))
+
+
 async def _first(
-    broker: Broker, caller: Caller, arguments: Mapping[str, Any], meta: Mapping[str, Any] | None
+    broker: Broker, caller: Caller, arguments: Mapping[str, Any], meta: Mapping[str, Any] | None, wait: float
 ) -> Outcome:
-    """The start or resume, waiting for its outcome up to one slice."""
-    sid, wait = caller.session_id, broker.config.mcp_progress_interval
+    """The start or resume, waiting for its outcome up to ``wait`` seconds."""
+    sid = caller.session_id
     tool_input = parse_tool_input(arguments)
     if isinstance(tool_input, StartInput):
         key = _explicit_key(meta)
@@ -95,9 +109,9 @@ async def _first(
     return await broker.resume_or_reattach(sid, tool_input, wait)
 
 
-async def _wait(broker: Broker, caller: Caller, questionnaire_id: str) -> Outcome:
+async def _wait(broker: Broker, caller: Caller, questionnaire_id: str, wait: float) -> Outcome:
     """One more slice of waiting for the outcome."""
-    return await broker.wait_for_outcome(caller.session_id, questionnaire_id, broker.config.mcp_progress_interval)
+    return await broker.wait_for_outcome(caller.session_id, questionnaire_id, wait)
 
 
 def _explicit_key(meta: Mapping[str, Any] | None) -> str | None:
@@ -121,10 +135,11 @@ async def _riding_out_the_store(attempt: Callable[[], Awaitable[Outcome]]) -> Ou
     return await attempt()
 
 
-def _restarting(questionnaire_id: str) -> dict[str, Any]:
+def _go_on(questionnaire_id: str, why: str, code: str) -> dict[str, Any]:
+    """The tool error of a call that stops waiting while the person is still answering."""
     return tool.error_result(
-        f"questionnaire: this broker is shutting down. Questionnaire {questionnaire_id} is still with the user"
-        " and nothing is lost: call questionnaire again with exactly the same arguments to go on waiting for it"
-        " (a repeated call re-attaches to it; it does not ask again).",
-        "shutting_down",
+        f"questionnaire: {why}. Questionnaire {questionnaire_id} is still with the user and nothing is lost:"
+        " call questionnaire again with exactly the same arguments to go on waiting for it (a repeated call"
+        " re-attaches to it; it does not ask again).",
+        code,
     )

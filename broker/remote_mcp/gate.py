@@ -13,7 +13,12 @@ request whatever its method:
    token for more than one session (``*``) must name it in the path,
    ``/v1/sessions/{sid}/mcp``; a malformed session id there: 400;
 4. a broker that is shutting down: 503 (a load balancer tries another);
-5. a body over 16 MiB: 413 (read here, after the token, and handed on whole).
+5. a query other than ``?timeout=SECONDS``: 400 (as the agent API refuses unknown ones);
+6. a body over 16 MiB: 413 (read here, after the token, and handed on whole).
+
+``?timeout=SECONDS`` (in the URL a host is configured with) bounds each tool call, for hosts
+that give up on a call after a fixed time: the call then ends first, with a tool error that
+says the questionnaire is still open and how to go on waiting (``calls.py``).
 """
 
 from __future__ import annotations
@@ -37,6 +42,8 @@ log = logging.getLogger("qbroker.mcp")
 ENDPOINT: Final = "/mcp"
 _SESSION_PREFIX: Final = "/v1/sessions/"
 _SESSION_SUFFIX: Final = "/mcp"
+MAX_TIMEOUT: Final = 86400
+_TIMEOUT_ONLY: Final = frozenset({"timeout"})
 # Where the gate leaves who is calling, for the tool (it reads the request's scope).
 CALLER_KEY: Final = "qbroker.mcp.caller"
 
@@ -44,11 +51,12 @@ CALLER_KEY: Final = "qbroker.mcp.caller"
 class Caller:
     """Who calls, for which session: what the tool needs of the request."""
 
-    __slots__ = ("session_id", "sub")
+    __slots__ = ("session_id", "sub", "timeout")
 
-    def __init__(self, session_id: str, sub: str | None) -> None:
+    def __init__(self, session_id: str, sub: str | None, timeout: float | None = None) -> None:
         self.session_id = session_id
         self.sub = sub
+        self.timeout = timeout  # seconds a tool call may wait (None: as long as it takes)
 
 
 def match(path: str) -> tuple[str | None] | None:
@@ -75,6 +83,7 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
         caller = _authorize(broker, headers.get("authorization"), path_session)
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
+        caller.timeout = _timeout(scope["query_string"])
         body = await http.read_body(receive, headers.get("content-length"))
     except BrokerError as exc:
         broker.metrics.errors.labels(exc.code).inc()
@@ -109,6 +118,18 @@ def _authorize(broker: Broker, header: str | None, path_session: str | None) -> 
             raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {path_session}")
         session_id = path_session
     return Caller(session_id, getattr(claims, "sub", None))
+
+
+def _timeout(raw: bytes) -> float | None:
+    """``?timeout=SECONDS``, a plain number from 1 to ``MAX_TIMEOUT``; no query: None."""
+    query = http.parse_query(raw)
+    if not query:
+        return None
+    http.only(query, _TIMEOUT_ONLY)
+    text = query[0][1]
+    if not http.is_number(text) or not 1 <= float(text) <= MAX_TIMEOUT:
+        raise invalid(f"timeout must be a number of seconds from 1 to {MAX_TIMEOUT}, got {text[:40]!r}")
+    return float(text)
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

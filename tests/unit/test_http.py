@@ -195,12 +195,12 @@ def test_match_names_the_session_and_the_questionnaire() -> None:
 @given(query=st.text(alphabet="wait=&%+;2F0x5é ", max_size=16))
 def test_the_query_is_read_as_starlette_reads_it(query: str) -> None:
     raw = query.encode()
-    assert http._query(raw) == parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    assert http.parse_query(raw) == parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
 
 
 def test_the_usual_query_is_one_pair() -> None:
-    assert http._query(b"wait=30") == [("wait", "30")]
-    assert http._query(b"") == []
+    assert http.parse_query(b"wait=30") == [("wait", "30")]
+    assert http.parse_query(b"") == []
     assert re.fullmatch(http._NUMBER, "30")
 
 
