@@ -132,20 +132,33 @@ class AgentAPI:
     async def _authorize(self, header: str | None, session_id: str) -> tuple[Broker, Claims]:
         """Check the bearer token against the path's session; its claims."""
         broker = self.broker
-        scheme, _, token = (header or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
-        try:
-            claims: Claims = await broker.tokens.verify(token.strip(), role="agent")
-        except BrokerError as exc:
-            raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
-        if not valid_session_id(session_id):
-            raise invalid(f"the session id must be {SESSION_ID_RULE}")
-        if not claims.allows(session_id):
-            raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {session_id}")
+        claims = await verify_agent(broker, header)
+        check_session(claims, session_id)
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
         return broker, claims
+
+
+async def verify_agent(broker: Broker, header: str | None) -> Claims:
+    """The claims of the agent token in an ``Authorization`` header; ``unauthorized`` (401)
+    when there is none, or it is invalid, expired, revoked or not an agent's. (The MCP
+    endpoint checks its requests with this too.)"""
+    scheme, _, token = (header or "").partition(" ")
+    if scheme.lower() != "bearer" or not token.strip():
+        raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
+    try:
+        return await broker.tokens.verify(token.strip(), role="agent")
+    except BrokerError as exc:
+        raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
+
+
+def check_session(claims: Claims, session_id: str) -> None:
+    """A malformed session id is ``invalid_arguments`` (400); one the token does not cover,
+    ``forbidden`` (403)."""
+    if not valid_session_id(session_id):
+        raise invalid(f"the session id must be {SESSION_ID_RULE}")
+    if not claims.allows(session_id):
+        raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {session_id}")
 
 
 async def unknown_endpoint(scope: Scope, send: Send) -> None:

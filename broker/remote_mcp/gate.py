@@ -31,9 +31,8 @@ from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from broker import http
-from broker.auth import Claims, valid_session_id, verify_token
+from broker.auth import valid_session_id
 from broker.core.errors import BrokerError, invalid
-from broker.core.wire import SESSION_ID_RULE
 from broker.service import Broker
 from broker.ws import origin_allowed
 
@@ -80,7 +79,7 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
         if not origin_allowed(headers, broker.config.allowed_origins):
             log.info("mcp request refused: origin not allowed", extra={"origin": headers.get("origin", "")[:200]})
             raise BrokerError("forbidden", "questionnaire: this Origin may not use the MCP endpoint")
-        caller = _authorize(broker, headers.get("authorization"), path_session)
+        caller = await _authorize(broker, headers.get("authorization"), path_session)
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
         caller.timeout = _timeout(scope["query_string"])
@@ -95,29 +94,19 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
     return _replay(body, receive)
 
 
-def _authorize(broker: Broker, header: str | None, path_session: str | None) -> Caller:
-    scheme, _, token = (header or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
-        raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
-    try:
-        claims: Claims = verify_token(broker.config.secret or "", token.strip(), role="agent")
-    except BrokerError as exc:
-        raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
-    if path_session is None:
-        if not valid_session_id(claims.sid):
-            raise BrokerError(
-                "forbidden",
-                f"questionnaire: this token is for more than one session ({claims.sid!r}); name the session in the"
-                " path: /v1/sessions/{sid}/mcp",
-            )
-        session_id = claims.sid
-    else:
-        if not valid_session_id(path_session):
-            raise invalid(f"the session id must be {SESSION_ID_RULE}")
-        if not claims.allows(path_session):
-            raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {path_session}")
-        session_id = path_session
-    return Caller(session_id, getattr(claims, "sub", None))
+async def _authorize(broker: Broker, header: str | None, path_session: str | None) -> Caller:
+    claims = await http.verify_agent(broker, header)
+    if path_session is not None:
+        http.check_session(claims, path_session)
+        return Caller(path_session, claims.sub)
+    if not valid_session_id(claims.sid):
+        # A pattern (alice:*) or * covers more than one session: which one is the caller's?
+        raise BrokerError(
+            "forbidden",
+            f"questionnaire: this token covers more than one session ({claims.sid!r}); name the session in the"
+            " path: /v1/sessions/{sid}/mcp",
+        )
+    return Caller(claims.sid, claims.sub)
 
 
 def _timeout(raw: bytes) -> float | None:
