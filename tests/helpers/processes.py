@@ -6,6 +6,7 @@ Everything here talks to 127.0.0.1 only and every wait has a deadline.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import signal
@@ -183,6 +184,22 @@ class BrokerProcess:
             return Path(self.log_path).read_text(errors="replace")
         except OSError:
             return ""
+
+    def logged(self, message: str, **fields: object) -> int:
+        """How many of this broker's JSON log lines say ``message`` with these ``fields``."""
+        count = 0
+        for line in self.log().splitlines():
+            try:
+                entry = json.loads(line)
+            except ValueError:
+                continue
+            if (
+                isinstance(entry, dict)
+                and entry.get("msg") == message
+                and all(entry.get(key) == value for key, value in fields.items())
+            ):
+                count += 1
+        return count
 
     def metric(self, name: str, **labels: str) -> float:
         """One sample of this broker's /metrics: ``name`` (as exposed, e.g. with ``_total``)

@@ -1,10 +1,8 @@
 """deploy/nginx.conf, run by a real nginx in front of three real brokers on one redis-server.
 
 The config under test is deploy/nginx.conf itself with only what must change on a test
-machine rewritten: the three upstream host names become 127.0.0.1 ports, the listen address
-becomes 127.0.0.1:<free port>, and temp paths move into a temporary directory. ``nginx -t``
-checks it, then nginx serves it: consecutive websocket connections land on three different
-brokers (plain round-robin, no stickiness), and a questionnaire completes with the person
+machine rewritten (tests/helpers/nginx.py): consecutive websocket connections land on three
+different brokers (plain round-robin, no stickiness), and a questionnaire completes with the person
 and the agent both going through nginx, including a long poll that re-attaches.
 """
 
@@ -13,88 +11,22 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import re
-import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
 from tests.helpers.clients import ScriptedClient, raw_socket
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, need, port_open, redis_server, token
+from tests.helpers.nginx import nginx, nginx_binary
+from tests.helpers.processes import BrokerProcess, broker, need, redis_server, token
 from tests.helpers.waiting import wait_until
 
 pytestmark = pytest.mark.redis
-
-DEPLOY_CONF = REPO_ROOT / "deploy" / "nginx.conf"
-UPSTREAM = re.compile(r"^(\s*server )broker-(\d+):8700\b", re.MULTILINE)
 
 QUESTIONS = [
     {"id": "target", "prompt": "Deploy where?", "type": "single", "options": [{"id": "staging"}, {"id": "production"}]},
     {"id": "checks", "prompt": "Which checks?", "type": "multi", "options": [{"id": "unit"}, {"id": "e2e"}]},
 ]
-
-
-def nginx_binary() -> str | None:
-    return shutil.which("nginx") or next((p for p in ("/usr/sbin/nginx",) if os.access(p, os.X_OK)), None)
-
-
-def local_conf(text: str, broker_ports: list[int], listen_port: int, tmp: Path) -> str:
-    """deploy/nginx.conf for this machine: same directives, local addresses and temp paths."""
-    names = [int(n) for _, n in UPSTREAM.findall(text)]
-    assert names == list(range(1, len(broker_ports) + 1)), f"upstream servers broker-1..N expected, got {names}"
-    text = UPSTREAM.sub(lambda m: f"{m.group(1)}127.0.0.1:{broker_ports[int(m.group(2)) - 1]}", text)
-    assert text.count("listen 8080;") == 1
-    text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen_port};")
-    temp = "".join(
-        f"    {kind}_temp_path {tmp / kind};\n" for kind in ("client_body", "proxy", "fastcgi", "uwsgi", "scgi")
-    )
-    assert text.count("http {\n") == 1
-    return text.replace("http {\n", "http {\n" + temp, 1)
-
-
-@contextlib.contextmanager
-def nginx(broker_ports: list[int]) -> Iterator[str]:
-    binary = nginx_binary()
-    need(binary is not None, "nginx is not installed (apt-get install nginx-light)")
-    assert binary is not None
-    port = free_port()
-    with tempfile.TemporaryDirectory(prefix="qbroker-nginx-") as tmp_name:
-        tmp = Path(tmp_name)
-        tmp.chmod(0o755)  # nginx workers may run as another user
-        conf = tmp / "nginx.conf"
-        conf.write_text(local_conf(DEPLOY_CONF.read_text(), broker_ports, port, tmp))
-        args = [
-            binary,
-            "-p",
-            f"{tmp}/",
-            "-c",
-            str(conf),
-            "-e",
-            str(tmp / "error.log"),
-            "-g",
-            f"daemon off; pid {tmp / 'nginx.pid'};",
-        ]
-        checked = subprocess.run([*args, "-t"], capture_output=True, text=True, timeout=30)
-        assert checked.returncode == 0, checked.stderr
-        with open(tmp / "stdout.log", "wb") as out:
-            process = subprocess.Popen(args, stdout=out, stderr=subprocess.STDOUT)
-        try:
-            wait_until(lambda: process.poll() is not None or port_open(port), what="nginx to listen")
-            assert process.poll() is None, (tmp / "error.log").read_text()
-            yield f"127.0.0.1:{port}"
-        finally:
-            process.terminate()
-            try:
-                process.wait(10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait(5)
 
 
 def _broker_of(client_id: str, brokers: list[BrokerProcess]) -> int:
