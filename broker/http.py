@@ -167,8 +167,9 @@ async def unknown_endpoint(scope: Scope, send: Send) -> None:
     message = (
         f"questionnaire: no such endpoint: {scope['method']} {scope['path']}; the agent API is "
         "POST /v1/sessions/{sid}/questionnaire and GET/DELETE /v1/sessions/{sid}/questionnaires/{id}, "
-        "the client websocket /v1/sessions/{sid}/ws, the inbox GET /v1/inbox and /v1/inbox/ws, the "
-        "operator's POST /v1/revocations (is the broker URL its base, with no path?)"
+        "the MCP endpoint /mcp and /v1/sessions/{sid}/mcp, the client websocket /v1/sessions/{sid}/ws, the"
+        " inbox GET /v1/inbox and /v1/inbox/ws, the operator's POST /v1/revocations (is the broker URL its"
+        " base, with no path?)"
     )
     await _respond(send, 404, _error_body("not_found", message), [])
 
