@@ -1,8 +1,10 @@
 /* qbroker browser client: the page's entry point, which puts the parts together.
  *
- * Native ES modules, no build step, no dependencies. The page joins one session over the
- * broker's websocket (subprotocol qbroker.v1.json) and shows the session's current
- * questionnaire one question at a time.
+ * Native ES modules, no build step, no dependencies. Opened with a session link, the page
+ * joins that session over the broker's websocket (subprotocol qbroker.v1.json) and shows its
+ * current questionnaire one question at a time. Opened with a token alone (or the one this
+ * browser remembers), it is the inbox: every questionnaire waiting in the sessions the token
+ * covers, each answered in place with the same questionnaire view.
  *
  *   pure (no DOM, no socket, no timers; tests/web/ runs them under node --test):
  *     state.mjs          what is shown and what each frame and action does to it
@@ -11,11 +13,14 @@
  *     secret-shapes.mjs  what a secret looks like (the broker's rules, in JavaScript)
  *     messages.mjs       what the page says about error codes and ended questionnaires
  *     reconnect.mjs      what a close means, and the backoff
- *     link.mjs           the session link in the URL fragment, the websocket's URL
+ *     link.mjs           the link in the URL fragment, what it opens, the websockets' URLs
+ *     inbox.mjs          the inbox's list, its order and count, the next one to offer
  *     text.mjs           counting characters as the broker does, phrasing
  *   in the browser:
  *     connection.mjs     the websocket: handshake, pings, reconnecting
  *     view.mjs           the screens and the top bar
+ *     inbox-page.mjs     the page as the inbox; inbox-view.mjs its screen
+ *     token-memory.mjs   the token remembered in this browser, when the person asks
  *     question-view.mjs  the question card; parts.mjs what it shares with the wait
  *     cancel-dialog.mjs  the confirmation before cancelling
  *     secret-dialog.mjs  "This looks like a secret": Edit, or Send anyway
@@ -30,15 +35,18 @@
 import { createCancelDialog } from "./cancel-dialog.mjs";
 import { createConnection } from "./connection.mjs";
 import { $ } from "./dom.mjs";
-import { linkProblem, parseFragment, websocketUrl } from "./link.mjs";
+import { createInboxPage } from "./inbox-page.mjs";
+import { parseFragment, route, websocketUrl } from "./link.mjs";
 import { announce, toast } from "./notices.mjs";
 import { createSecretDialog } from "./secret-dialog.mjs";
 import { PageState } from "./state.mjs";
+import { forgetToken, rememberedToken } from "./token-memory.mjs";
 import { createView } from "./view.mjs";
 
 let model = new PageState();
-let connection = null;
+let connection = null; // the session's websocket
 let deadline = { at: null, timer: null };
+let inbox = null; // the inbox (inbox-page.mjs) when the page was opened as one
 
 const now = () => Date.now();
 
@@ -67,7 +75,7 @@ const actions = {
   },
 };
 
-const view = createView(actions);
+const view = createView(actions, (title) => (inbox ? inbox.title(title) : title));
 const dialog = createCancelDialog(actions);
 const secretDialog = createSecretDialog(actions);
 
@@ -108,11 +116,11 @@ function armDeadline() {
 
 function onStatus(state, text, detail) {
   model.connection(state);
-  view.showConnection(model, state, text, detail);
+  if (!inbox || inbox.answering()) view.showConnection(model, state, text, detail);
 }
 
-/** (Re)start from the link in the fragment: at load, and whenever the fragment changes. */
-function start() {
+/** Leave the session shown (for another one, the inbox's list, or a new link). */
+function stopSession() {
   if (connection) {
     connection.stop();
     connection = null;
@@ -122,20 +130,19 @@ function start() {
   model = new PageState(); // a new session: nothing of the last one applies
   dialog.close(); // whatever it was about is not on screen any more
   secretDialog.close();
-  const params = parseFragment(window.location.hash);
-  const problem = linkProblem(params, window.location.search);
-  if (problem) {
-    apply(model.setup(params, problem));
-    onStatus("failed", "No session");
-    return;
-  }
-  view.showSession(params.session);
+}
+
+function startSession(session, token) {
+  stopSession();
   apply(model.loading());
   connection = createConnection({
-    url: websocketUrl(params.session, window.location.href),
-    token: params.token,
+    url: websocketUrl(session, window.location.href),
+    token,
     onStatus,
-    onFrame: (frame) => apply(model.receive(frame, now(), view.otherFocused())),
+    onFrame: (frame) => {
+      apply(model.receive(frame, now(), view.otherFocused()));
+      if (inbox) inbox.sessionFrame(frame);
+    },
     onClose: (code, reason) => apply(model.disconnected(code, reason)),
     onUnreadable: () => toast({ kind: "error", title: "Unreadable message",
       text: "The broker sent something this page could not parse." }),
@@ -143,12 +150,51 @@ function start() {
   connection.connect();
 }
 
+/** "Forget my token": this browser keeps it no more, and it leaves the address bar too. */
+function forget() {
+  forgetToken();
+  window.history.replaceState(null, "", window.location.pathname + window.location.search);
+  start("This browser has forgotten your token. Open a link with a token to carry on.");
+  announce("This browser has forgotten your token.");
+}
+
+/** (Re)start from the link in the fragment: at load, and whenever the fragment changes.
+ * `note`: what the setup screen says instead of what is wrong with the link. */
+function start(note) {
+  stopSession();
+  if (inbox) {
+    inbox.stop();
+    inbox = null;
+  }
+  const where = route(parseFragment(window.location.hash), window.location.search, rememberedToken());
+  if (where.mode === "setup") {
+    view.showSession(null);
+    apply(model.setup(where, typeof note === "string" ? note : where.problem));
+    onStatus("failed", "No session");
+    return;
+  }
+  if (where.mode === "inbox") {
+    inbox = createInboxPage({
+      token: where.token,
+      view,
+      openSession: (session) => startSession(session, where.token),
+      closeSession: stopSession,
+      forget,
+    });
+    inbox.start();
+    return;
+  }
+  view.showSession(where.session);
+  startSession(where.session, where.token);
+}
+
 function retryNow() {
   if (connection) connection.retryNow();
+  if (inbox) inbox.retryNow();
 }
 
 $("conn-retry").addEventListener("click", retryNow);
-window.addEventListener("hashchange", start);
+window.addEventListener("hashchange", () => start());
 window.addEventListener("online", retryNow);
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden) {

@@ -16,6 +16,8 @@ const PONG_TIMEOUT_MS = 10000;
 const HELLO_TIMEOUT_MS = 15000;
 const COUNTDOWN_MS = 1000;
 
+const isWelcomeFrame = (frame) => frame.type === "welcome";
+
 /**
  * url, token: the session's websocket and the client token for its hello.
  * onStatus(state, text, detail): state is connecting | connected | waiting | offline | failed;
@@ -24,8 +26,10 @@ const COUNTDOWN_MS = 1000;
  *   bookkeeping.
  * onClose(code, reason): the socket closed (before the reconnect, if any, is scheduled).
  * onUnreadable(): the broker sent something that is not JSON.
+ * isWelcome(frame): the frame that says the hello was accepted (default: `welcome`; the
+ *   inbox socket's first list says it too).
  */
-export function createConnection({ url, token, onStatus, onFrame, onClose, onUnreadable }) {
+export function createConnection({ url, token, onStatus, onFrame, onClose, onUnreadable, isWelcome = isWelcomeFrame }) {
   let ws = null;
   let state = "connecting";
   let text = "";
@@ -91,7 +95,7 @@ export function createConnection({ url, token, onStatus, onFrame, onClose, onUnr
         return;
       }
       if (!frame || typeof frame !== "object") return;
-      if (frame.type === "welcome") welcomed();
+      if (state !== "connected" && isWelcome(frame)) welcomed();
       onFrame(frame);
     };
     socket.onerror = () => { /* a close event always follows */ };

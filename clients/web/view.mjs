@@ -9,19 +9,26 @@ import { questionCard, updateDraftState, updateQuestion } from "./question-view.
 
 const CARDS = ".question-card, .waiting-card";
 
-/** `actions`: what the page's controls do (see app.mjs). */
-export function createView(actions) {
+/** `actions`: what the page's controls do (see app.mjs). `titleFor(title)`: the tab's title
+ * for the screen's own (the inbox puts its count in front). */
+export function createView(actions, titleFor = (title) => title) {
   let shownModel = null; // the state and screen the page shows
   let shownScreen = -1;
-  let titleBase = "";
+  let screenTitle = ""; // the screen's own title
+  let titleBase = ""; // the tab's title without the flag
   let titleFlag = false;
+
+  function showTitle() {
+    titleBase = titleFor(screenTitle);
+    document.title = (titleFlag ? "● " : "") + titleBase;
+  }
 
   function setView(name, node, title) {
     const main = $("main");
     main.setAttribute("data-view", name);
     main.replaceChildren(node);
-    document.title = title;
-    titleBase = title;
+    screenTitle = title;
+    showTitle();
   }
 
   function mainFocusIfLost() {
@@ -59,9 +66,9 @@ export function createView(actions) {
   }
 
   function setupScreen(info) {
-    const example = window.location.origin + window.location.pathname + "#session=SESSION_ID&token=CLIENT_TOKEN";
+    const page = window.location.origin + window.location.pathname;
     const sessionInput = h("input", { id: "setup-session", type: "text", autocomplete: "off", spellcheck: "false",
-      value: info.session, required: true, "aria-describedby": "setup-session-help" });
+      value: info.session, "aria-describedby": "setup-session-help" });
     const tokenInput = h("input", { id: "setup-token", type: "password", autocomplete: "off", spellcheck: "false",
       value: info.token, required: true });
     const error = h("p", { class: "field-error", id: "setup-error", role: "alert" });
@@ -77,20 +84,24 @@ export function createView(actions) {
       }
       window.location.hash = fragmentFor(sid, tok); // the page starts over on hashchange
     } },
-      h("div", { class: "field" },
-        h("label", { for: "setup-session", text: "Session id" }), sessionInput,
-        h("span", { class: "field-help", id: "setup-session-help", text: "1–128 letters, digits or . _ : -" })),
       h("div", { class: "field" }, h("label", { for: "setup-token", text: "Client token" }), tokenInput),
+      h("div", { class: "field" },
+        h("label", { for: "setup-session", text: "Session id (optional)" }), sessionInput,
+        h("span", { class: "field-help", id: "setup-session-help",
+          text: "1–128 letters, digits or . _ : -; leave it empty for the inbox of every session the token covers" })),
       error,
-      h("button", { type: "submit", class: "btn btn-primary", text: "Join session" }));
+      h("button", { type: "submit", class: "btn btn-primary", text: "Open" }));
 
     return h("section", { class: "panel setup", "aria-labelledby": "setup-title" },
-      h("h1", { class: "panel-title", id: "setup-title", text: "Open this page with a session link" }),
+      h("h1", { class: "panel-title", id: "setup-title", text: "Open this page with a link" }),
       h("p", { class: "panel-text", text: info.hint }),
-      h("p", { class: "panel-text", text: "The link names the session and carries a client token after the # sign:" }),
-      h("pre", { class: "code" }, h("code", { text: example })),
+      h("p", { class: "panel-text", text: "The link carries a client token after the # sign. With a session id it opens that session:" }),
+      h("pre", { class: "code" }, h("code", { text: page + "#session=SESSION_ID&token=CLIENT_TOKEN" })),
+      h("p", { class: "panel-text", text: "With a token alone it opens your inbox: everything waiting for you in the sessions the token covers." }),
+      h("pre", { class: "code" }, h("code", { text: page + "#token=CLIENT_TOKEN" })),
       h("p", { class: "panel-text" }, "The broker prints a ready-to-use link when it starts. To make one yourself, mint a token with ",
         h("code", { text: "qbroker token --session SESSION_ID --role client" }),
+        " (or ", h("code", { text: "--session 'alice:*'" }), " for every session whose id starts with alice:)",
         ". The part after # is never sent in a web request, so it stays out of server logs; the page hands the token to the broker only inside its live connection."),
       h("details", { class: "setup-details" },
         h("summary", { text: "Or enter them here" }), form));
@@ -195,11 +206,26 @@ export function createView(actions) {
       if (document.querySelector(CARDS)) updateOfflineBanner(model);
     },
 
+    /** The session in the top bar; null hides it. */
     showSession(sid) {
       const name = $("session-name");
-      name.hidden = false;
-      name.textContent = sid;
-      name.title = "Session " + sid;
+      name.hidden = sid === null;
+      name.textContent = sid || "";
+      name.title = sid ? "Session " + sid : "";
+    },
+
+    /** A screen drawn by someone else (the inbox): its title, and nothing of the last
+     * session's screen is taken to be on show any more. */
+    showOther(title) {
+      shownModel = null;
+      shownScreen = -1;
+      screenTitle = title;
+      showTitle();
+    },
+
+    /** The tab's title again, after what `titleFor` says changed. */
+    retitle() {
+      showTitle();
     },
 
     focus(id) {
@@ -228,7 +254,7 @@ export function createView(actions) {
     flagTitle() {
       if (document.hidden && titleBase) {
         titleFlag = true;
-        document.title = "● " + titleBase;
+        showTitle();
       }
     },
 

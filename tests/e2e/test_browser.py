@@ -815,8 +815,9 @@ def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
 ) -> None:
     page = web_page
     page.goto(web_broker.url + "/")
-    expect(page.get_by_role("heading", name="Open this page with a session link")).to_be_visible()
-    expect(page.locator("pre.code")).to_contain_text("#session=SESSION_ID&token=CLIENT_TOKEN")
+    expect(page.get_by_role("heading", name="Open this page with a link")).to_be_visible()
+    expect(page.locator("pre.code").first).to_contain_text("#session=SESSION_ID&token=CLIENT_TOKEN")
+    expect(page.locator("pre.code").last).to_contain_text("#token=CLIENT_TOKEN")
     expect(page.locator("main")).to_contain_text("qbroker token --session SESSION_ID --role client")
 
     page.goto(f"{web_broker.url}/#session={web_sid}")
@@ -825,7 +826,7 @@ def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
     page.get_by_text("Or enter them here").click()
     expect(page.get_by_label("Session id")).to_have_value(web_sid)
     page.get_by_label("Client token").fill(token(web_sid, "client"))
-    page.get_by_role("button", name="Join session").click()
+    page.get_by_role("button", name="Open", exact=True).click()
     expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
     expect(idle_heading(page)).to_be_visible()
 

@@ -3,7 +3,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 
-import { formProblem, fragmentFor, linkProblem, parseFragment, websocketUrl } from "../../clients/web/link.mjs";
+import {
+  formProblem, fragmentFor, inboxWebsocketUrl, linkProblem, parseFragment, route, tokenSession, websocketUrl,
+} from "../../clients/web/link.mjs";
+
+/** A JWT-shaped token with `claims` (unsigned: the page never verifies, the broker does). */
+function jwt(claims) {
+  const part = (value) => Buffer.from(JSON.stringify(value)).toString("base64url");
+  return part({ alg: "HS256", typ: "JWT" }) + "." + part(claims) + ".c2lnbmF0dXJl";
+}
 
 test("the fragment names the session and the token", () => {
   assert.deepEqual(parseFragment("#session=demo&token=abc.def"), { session: "demo", token: "abc.def" });
@@ -11,29 +19,71 @@ test("the fragment names the session and the token", () => {
   assert.deepEqual(parseFragment(""), { session: "", token: "" });
   const round = parseFragment("#" + fragmentFor("a:b.c", "t&k=1"));
   assert.deepEqual(round, { session: "a:b.c", token: "t&k=1" });
+  assert.deepEqual(parseFragment("#" + fragmentFor("", "t&k=1")), { session: "", token: "t&k=1" });
 });
 
 test("what is wrong with a link", () => {
-  const problem = (hash, search = "") => linkProblem(parseFragment(hash), search);
+  const problem = (hash, search = "", stored = "") => linkProblem(parseFragment(hash), search, stored);
   assert.equal(problem("#session=demo&token=t"), null);
-  assert.equal(problem(""), "This link does not say which session to join.");
-  assert.equal(problem("#token=t"), "The link has a token but no session id.");
+  assert.equal(problem("#token=t"), null, "a token alone opens the inbox");
+  assert.equal(problem(""), "This link carries no token.");
+  assert.equal(problem("", "", "remembered"), null, "the remembered token opens the inbox");
   assert.equal(problem("#session=demo"), "The link names a session but has no token.");
+  assert.equal(problem("#session=demo", "", "remembered"), null);
   assert.match(problem("", "?session=demo&token=t"), /must come after a # sign, not a \?/);
+  assert.match(problem("", "?token=t"), /must come after a # sign, not a \?/);
   assert.equal(problem("#session=no%20spaces&token=t"),
     "“no spaces” is not a valid session id (1–128 letters, digits or . _ : -).");
   assert.match(problem("#session=" + "s".repeat(129) + "&token=t"), /not a valid session id/);
 });
 
+test("the session a token is for is read from its claims, patterns are not sessions", () => {
+  assert.equal(tokenSession(jwt({ sid: "alice:build", role: "client" })), "alice:build");
+  assert.equal(tokenSession(jwt({ sid: "alice:*", role: "client" })), null);
+  assert.equal(tokenSession(jwt({ sid: "*", role: "client" })), null);
+  assert.equal(tokenSession(jwt({ role: "client" })), null);
+  assert.equal(tokenSession("not-a-token"), null);
+  assert.equal(tokenSession("a.%%%.c"), null);
+  assert.equal(tokenSession(""), null);
+});
+
+test("what the page opens", () => {
+  const open = (hash, stored = "", search = "") => route(parseFragment(hash), search, stored);
+  const pattern = jwt({ sid: "alice:*", role: "client" });
+  const exact = jwt({ sid: "alice:build", role: "client" });
+
+  assert.deepEqual(open("#session=demo&token=t"),
+    { mode: "session", session: "demo", token: "t", remembered: false, problem: null });
+  assert.deepEqual(open("#token=" + pattern),
+    { mode: "inbox", session: "", token: pattern, remembered: false, problem: null });
+  // A token for one session opens that session rather than an inbox it cannot open.
+  assert.deepEqual(open("#token=" + exact),
+    { mode: "session", session: "alice:build", token: exact, remembered: false, problem: null });
+  // Nothing in the link: the token this browser remembers, if any.
+  assert.deepEqual(open("", pattern),
+    { mode: "inbox", session: "", token: pattern, remembered: true, problem: null });
+  assert.deepEqual(open("#session=alice:review", pattern),
+    { mode: "session", session: "alice:review", token: pattern, remembered: true, problem: null });
+  // The link's own token wins over the remembered one.
+  assert.equal(open("#token=other", pattern).token, "other");
+  assert.equal(open("#token=other", pattern).remembered, false);
+  const none = open("");
+  assert.equal(none.mode, "setup");
+  assert.equal(none.problem, "This link carries no token.");
+});
+
 test("the setup form's values", () => {
   assert.equal(formProblem("demo", "t"), null);
-  assert.deepEqual(formProblem("", "t"), { field: "session", text: "A session id is 1–128 letters, digits or . _ : -" });
+  assert.equal(formProblem("", "t"), null, "no session opens the inbox");
+  assert.deepEqual(formProblem("no spaces", "t"), { field: "session", text: "A session id is 1–128 letters, digits or . _ : -" });
   assert.deepEqual(formProblem("demo", ""), { field: "token", text: "Paste the client token too." });
 });
 
-test("the websocket is found relative to the page, with the page's security", () => {
+test("the websockets are found relative to the page, with the page's security", () => {
   assert.equal(websocketUrl("demo", "http://127.0.0.1:8700/#session=demo&token=t"),
     "ws://127.0.0.1:8700/v1/sessions/demo/ws");
   assert.equal(websocketUrl("a:b", "https://host.example/qbroker/?x=1#session=a:b"),
     "wss://host.example/qbroker/v1/sessions/a%3Ab/ws");
+  assert.equal(inboxWebsocketUrl("http://127.0.0.1:8700/#token=t"), "ws://127.0.0.1:8700/v1/inbox/ws");
+  assert.equal(inboxWebsocketUrl("https://host.example/qbroker/?x=1#token=t"), "wss://host.example/qbroker/v1/inbox/ws");
 });
