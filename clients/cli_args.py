@@ -7,9 +7,12 @@ import argparse
 import os
 
 
-def add_url_and_session(parser: argparse.ArgumentParser, session_help: str, *, required: bool = True) -> None:
+def add_url_and_session(
+    parser: argparse.ArgumentParser, session_help: str, *, required: bool = True, session_required: bool | None = None
+) -> None:
     """``--url`` (default ``$QBROKER_URL``) and ``--session`` (default ``$QBROKER_SESSION``);
-    ``required``: a usage error when neither the flag nor its variable is set."""
+    ``required``: a usage error when neither the flag nor its variable is set
+    (``session_required``, when given, says it for ``--session`` alone)."""
     url, session = os.environ.get("QBROKER_URL"), os.environ.get("QBROKER_SESSION")
     parser.add_argument(
         "--url",
@@ -20,7 +23,7 @@ def add_url_and_session(parser: argparse.ArgumentParser, session_help: str, *, r
     parser.add_argument(
         "--session",
         default=session,
-        required=required and session is None,
+        required=(required if session_required is None else session_required) and session is None,
         help=f"{session_help} (default: $QBROKER_SESSION)",
     )
 

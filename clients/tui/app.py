@@ -1,13 +1,15 @@
-"""``qbroker tui``: answer a session's questionnaires in the terminal.
+"""``qbroker tui``: answer a session's questionnaires in the terminal, or (``--inbox``) every
+questionnaire waiting in the sessions the token covers.
 
-A full-screen prompt_toolkit application over one websocket to the broker. All state,
-key handling and drawing live in ``clients.tui.model`` (pure, unit-tested), the websocket
-in ``clients.tui.connection``; this module is the command line, and wires the two to a
-terminal:
+A full-screen prompt_toolkit application over websockets to the broker. All state, key
+handling and drawing live in ``clients.tui.model`` and, for the inbox,
+``clients.tui.inbox_model`` (pure, unit-tested), the websocket in ``clients.tui.connection``;
+this module is the command line, and wires them to a terminal:
 
 * ``run`` checks the flags, then runs the screen and the connection side by side; the
   connection gives up (exit status 1) on close codes 4400/4401/4403, which a retry cannot
-  fix.
+  fix. With ``--inbox`` that is the inbox's socket; the socket of the session being
+  answered is opened and closed as the model asks (``session_wanted``).
 * The application draws ``model.render(columns, rows)`` into one window and turns key
   presses into ``model.key(...)``, sending whatever frames that returns.
 
@@ -24,10 +26,17 @@ import signal
 import socket
 import sys
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Protocol
 
 from clients.cli_args import add_url_and_session
-from clients.tui.connection import Connection, validate_session, websocket_url
+from clients.tui.connection import (
+    INBOX_FATAL_CLOSE_CODES,
+    Connection,
+    inbox_websocket_url,
+    validate_session,
+    websocket_url,
+)
+from clients.tui.inbox_model import InboxModel, InboxSocket, SessionSocket
 from clients.tui.model import TuiModel
 
 if TYPE_CHECKING:
@@ -80,33 +89,49 @@ STYLE: dict[str, str] = {
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
-    add_url_and_session(parser, "the session id to answer for")
+    add_url_and_session(parser, "the session id to answer for (not with --inbox)", session_required=False)
+    parser.add_argument(
+        "--inbox",
+        action="store_true",
+        help="list every questionnaire waiting in the sessions the token covers (a pattern such as"
+        " 'alice:*'), and answer them one after another",
+    )
     parser.add_argument(
         "--token",
         default=None,
-        help="a client token for the session (default: $QBROKER_TOKEN)",
+        help="a client token for the session, or for a pattern of sessions with --inbox (default: $QBROKER_TOKEN)",
     )
     parser.add_argument("--name", default=None, help="how this client is named to the broker (default: tui@HOST)")
 
 
 def run(args: argparse.Namespace) -> int:
+    if not args.inbox and not args.session:
+        print("qbroker tui: no session: pass --session (or set QBROKER_SESSION), or --inbox", file=sys.stderr)
+        return 2
     token = args.token or os.environ.get("QBROKER_TOKEN", "")
     if not token:
         print("qbroker tui: no token: pass --token or set QBROKER_TOKEN", file=sys.stderr)
         return 2
-    problem = validate_session(args.session)
-    if problem:
-        print(f"qbroker tui: invalid --session: {problem}", file=sys.stderr)
-        return 2
+    if not args.inbox:
+        problem = validate_session(args.session)
+        if problem:
+            print(f"qbroker tui: invalid --session: {problem}", file=sys.stderr)
+            return 2
     try:
-        ws_url = websocket_url(args.url, args.session)
+        ws_url = inbox_websocket_url(args.url) if args.inbox else websocket_url(args.url, args.session)
     except ValueError as exc:
         print(f"qbroker tui: invalid --url: {exc}", file=sys.stderr)
         return 2
     name = args.name or f"tui@{socket.gethostname()}"
-    model = TuiModel(args.session, ws_url)
+    model: TuiModel | InboxModel
+    if args.inbox:
+        model = InboxModel(ws_url, lambda sid: websocket_url(args.url, sid), time.time)
+        main = _main_inbox(model, args.url, ws_url, token, name)
+    else:
+        model = TuiModel(args.session, ws_url)
+        main = _main(model, ws_url, token, name)
     try:
-        code = asyncio.run(_main(model, ws_url, token, name))
+        code = asyncio.run(main)
     except KeyboardInterrupt:
         code = 0
     if model.fatal_message:
@@ -114,7 +139,19 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
-def _build_app(model: TuiModel, conn: Connection) -> Application[int]:
+class Screen(Protocol):
+    """What the application draws and hands the keys to: a ``TuiModel`` or an ``InboxModel``."""
+
+    def key(self, name: str, data: str = "") -> list[dict[str, Any]]: ...
+
+    def render(self, width: int, height: int, now: float = 0.0) -> list[Any]: ...
+
+
+class Sender(Protocol):
+    def send(self, frames: list[dict[str, Any]]) -> None: ...
+
+
+def _build_app(model: Screen, conn: Sender) -> Application[int]:
     from prompt_toolkit.application import Application
     from prompt_toolkit.application.current import get_app
     from prompt_toolkit.formatted_text import StyleAndTextTuples
@@ -213,6 +250,77 @@ async def _main(model: TuiModel, ws_url: str, token: str, name: str) -> int:
     conn = Connection(model, ws_url, token, name, redraw)
     app = _build_app(model, conn)
     app_ref.append(app)
+    return await _run(app, conn)
+
+
+async def _main_inbox(model: InboxModel, base_url: str, ws_url: str, token: str, name: str) -> int:
+    app_ref: list[Application[int]] = []
+
+    def redraw() -> None:
+        if app_ref:
+            app_ref[0].invalidate()
+
+    sessions = _SessionSockets(model, base_url, token, name, redraw)
+    inbox = Connection(
+        InboxSocket(model),
+        ws_url,
+        token,
+        name,
+        sessions.changed,
+        ready=("welcome", "inbox"),
+        fatal_closes=INBOX_FATAL_CLOSE_CODES,
+    )
+    app = _build_app(model, sessions)
+    app_ref.append(app)
+    try:
+        return await _run(app, inbox)
+    finally:
+        await sessions.close()
+
+
+class _SessionSockets:
+    """The socket of the session being answered from the inbox, opened and closed as the
+    model's ``session_wanted`` says, after every frame and every key."""
+
+    def __init__(self, model: InboxModel, base_url: str, token: str, name: str, redraw: Any) -> None:
+        self.model = model
+        self.base_url = base_url
+        self.token = token
+        self.name = name
+        self.redraw = redraw
+        self.current: tuple[str, Connection, asyncio.Task[None]] | None = None
+
+    def sync(self) -> None:
+        wanted = self.model.session_wanted
+        if self.current is not None and self.current[0] != wanted:
+            self.current[2].cancel()  # leaving the session closes its socket
+            self.current = None
+        if wanted is not None and self.current is None:
+            url = websocket_url(self.base_url, wanted)
+            conn = Connection(SessionSocket(self.model, wanted), url, self.token, self.name, self.changed)
+            self.current = (wanted, conn, asyncio.create_task(conn.run()))
+
+    def changed(self) -> None:
+        self.sync()
+        self.redraw()
+
+    def send(self, frames: list[dict[str, Any]]) -> None:
+        if self.current is not None:
+            self.current[1].send(frames)
+        self.changed()  # the key may have opened a session, or left one
+
+    async def close(self) -> None:
+        if self.current is not None:
+            task = self.current[2]
+            self.current = None
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):  # shutting down anyway
+                await task
+
+
+async def _run(app: Application[int], conn: Connection) -> int:
+    """The application and the connection side by side, until Ctrl+C, SIGTERM or a close
+    that a retry cannot fix (status 1)."""
     loop = asyncio.get_running_loop()
 
     async def connection() -> None:

@@ -1,7 +1,8 @@
 """The connection to the broker: one websocket, re-opened with backoff until told to stop.
 
 ``Connection`` is the client's only I/O besides the terminal: hello, then every frame into
-the model, and the model's frames out. Around it, the decisions about the connection are
+the model, and the model's frames out (``--inbox`` runs one to the inbox and one to the
+session being answered). Around it, the decisions about the connection are
 pure functions, tested alone: where the session's websocket is, whether a session id can
 be valid, how long to wait before the next attempt, and what a close code means (4400,
 4401 and 4403 end the program: a retry cannot change the reason).
@@ -14,14 +15,23 @@ import json
 import random
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
 from broker.core.status import CloseCode
 from broker.core.wire import SESSION_ID_RULE, is_session_id
 
-if TYPE_CHECKING:
-    from clients.tui.model import TuiModel
+
+class Listener(Protocol):
+    """What a connection reports to: a ``TuiModel``, or one of the inbox's sockets."""
+
+    def connecting(self, attempt: int) -> None: ...
+
+    def disconnected(self, reason: str, retry_at: float | None) -> None: ...
+
+    def fatal(self, message: str) -> None: ...
+
+    def apply(self, frame: dict[str, Any]) -> None: ...
 
 
 # Close codes after which reconnecting cannot help: show the reason and exit non-zero.
@@ -29,6 +39,12 @@ FATAL_CLOSE_CODES: dict[int, str] = {
     CloseCode.PROTOCOL_VIOLATION: "the broker rejected the connection",
     CloseCode.BAD_TOKEN: "the broker refused the token",
     CloseCode.WRONG_SESSION: "the token is for another session",
+}
+# The same closes on the inbox socket, in the inbox's words.
+INBOX_FATAL_CLOSE_CODES: dict[int, str] = {
+    **FATAL_CLOSE_CODES,
+    CloseCode.WRONG_SESSION: "the inbox needs a token for a pattern of sessions such as 'alice:*' "
+    "(a token for one session opens it with --session)",
 }
 CLOSE_REASONS: dict[int, str] = {
     CloseCode.NORMAL_CLOSURE: "connection closed",
@@ -51,12 +67,20 @@ def validate_session(sid: str) -> str | None:
 
 def websocket_url(base: str, sid: str) -> str:
     """The session's websocket URL from the broker's base ``http(s)://`` URL."""
+    return _ws_url(base, f"/v1/sessions/{quote(sid, safe=':')}/ws")
+
+
+def inbox_websocket_url(base: str) -> str:
+    """The inbox's websocket URL from the broker's base ``http(s)://`` URL."""
+    return _ws_url(base, "/v1/inbox/ws")
+
+
+def _ws_url(base: str, path: str) -> str:
     parts = urlsplit(base.strip())
     scheme = {"http": "ws", "https": "wss", "ws": "ws", "wss": "wss"}.get(parts.scheme.lower())
     if scheme is None or not parts.netloc:
         raise ValueError(f"expected an http:// or https:// URL, got {base!r}")
-    path = parts.path.rstrip("/") + f"/v1/sessions/{quote(sid, safe=':')}/ws"
-    return urlunsplit((scheme, parts.netloc, path, "", ""))
+    return urlunsplit((scheme, parts.netloc, parts.path.rstrip("/") + path, "", ""))
 
 
 def backoff_delay(
@@ -71,22 +95,35 @@ def backoff_delay(
     return float(ceiling / 2 + rng() * ceiling / 2)
 
 
-def describe_close(code: int | None, reason: str = "") -> str:
-    text = FATAL_CLOSE_CODES.get(code or 0) or CLOSE_REASONS.get(code or 0) or "connection closed"
+def describe_close(code: int | None, reason: str = "", fatal: dict[int, str] = FATAL_CLOSE_CODES) -> str:
+    text = fatal.get(code or 0) or CLOSE_REASONS.get(code or 0) or "connection closed"
     if code:
         text += f" ({code}{': ' + reason if reason else ''})"
     return text
 
 
 class Connection:
-    """One websocket at a time to the session, re-opened with backoff until told to stop."""
+    """One websocket at a time to the session (or the inbox), re-opened with backoff until
+    told to stop. ``ready``: the frame types that say the hello was accepted (the inbox
+    socket's first list says it too)."""
 
-    def __init__(self, model: TuiModel, url: str, token: str, name: str, on_change: Any) -> None:
+    def __init__(
+        self,
+        model: Listener,
+        url: str,
+        token: str,
+        name: str,
+        on_change: Any,
+        ready: tuple[str, ...] = ("welcome",),
+        fatal_closes: dict[int, str] = FATAL_CLOSE_CODES,
+    ) -> None:
         self.model = model
         self.url = url
         self.token = token
         self.name = name
         self.on_change = on_change  # called after every state change (redraw)
+        self.ready = ready
+        self.fatal_closes = fatal_closes
         self.outbox: asyncio.Queue[dict[str, Any]] | None = None
         self.fatal = asyncio.Event()
 
@@ -133,7 +170,7 @@ class Connection:
                             frame = json.loads(raw)
                             if not isinstance(frame, dict):
                                 continue
-                            if frame.get("type") == "welcome":
+                            if frame.get("type") in self.ready:
                                 attempt = 0
                             self._apply(frame)
                             self.on_change()
@@ -141,17 +178,17 @@ class Connection:
                         self.outbox = None
                         sender.cancel()
                     code, why = ws.close_code, ws.close_reason or ""
-                    reason = describe_close(code, why)
+                    reason = describe_close(code, why, self.fatal_closes)
             except ConnectionClosed as exc:
                 code = exc.rcvd.code if exc.rcvd else None
-                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "")
+                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "", self.fatal_closes)
             except InvalidURI as exc:
                 self._give_up(f"invalid URL: {exc}")
                 return
             except (OSError, InvalidHandshake, TimeoutError, ConnectionError, ValueError) as exc:
                 code = None
                 reason = _network_reason(exc)
-            if code in FATAL_CLOSE_CODES:
+            if code in self.fatal_closes:
                 self._give_up(reason)
                 return
             delay = backoff_delay(attempt)

@@ -76,6 +76,9 @@ class TuiState:
         # The questionnaire on screen when the connection went down: if the broker, once back,
         # shows something else without a ``closed`` frame for it, the person is told it ended.
         self.lost: str | None = None
+        # Opened from the inbox (``qbroker tui --inbox``): what the header says of it, and ←
+        # goes back to it. None for a client of one session.
+        self.inbox_note: str | None = None
 
     @property
     def is_multi(self) -> bool:

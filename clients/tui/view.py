@@ -41,6 +41,8 @@ def _header(state: TuiState, width: int, now: float) -> Line:
         ("class:header.brand", " ◆ qbroker "),
         ("class:header", f" session {state.session}"),
     ]
+    if state.inbox_note is not None:
+        left.append(("class:header", f" · {state.inbox_note}"))
     if state.fatal_message:
         right: Line = [("class:header.bad", " ✗ disconnected ")]
     elif state.conn == "connected":
@@ -51,6 +53,9 @@ def _header(state: TuiState, width: int, now: float) -> Line:
         wait = _seconds_left(state.retry_at, now)
         right = [("class:header.bad", f" ○ offline · retry in {wait}s ")]
     used = line_width(left) + line_width(right)
+    if used > width and len(left) > 2:
+        left = left[:2]
+        used = line_width(left) + line_width(right)
     if used > width:
         left = [left[0]]
         used = line_width(left) + line_width(right)
@@ -233,6 +238,8 @@ def _help_line(state: TuiState, width: int) -> Line:
         keys = [*_read_key(state), ("Esc", "cancel questionnaire"), ("Ctrl+C", "quit")]
     else:
         keys = [("Ctrl+C", "quit")]
+    if state.inbox_note is not None and state.mode == "list":
+        keys.insert(len(keys) - 1, ("←", "inbox"))
     line: Line = [("class:help", " ")]
     for key, what in keys:
         piece = [("class:help.key", key), ("class:help", f" {what}   ")]
