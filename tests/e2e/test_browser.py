@@ -7,31 +7,22 @@ a deadline; nothing sleeps to synchronise.
 
 from __future__ import annotations
 
-import base64
 import json
 import os
 import re
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect, sync_playwright
 
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, compose_screenshots
 from tests.helpers.processes import REPO_ROOT, broker, free_port, need, redis_server, token
 from tests.helpers.samples import new_sid
 
 pytestmark = pytest.mark.browser
 
-CHROMIUM = "/usr/bin/chromium"
-CHROMIUM_ARGS = [
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-]
 TIMEOUT_MS = 10_000
 RECONNECT_TIMEOUT_MS = 20_000  # a broker restart plus a few backoff rounds
 DESKTOP = {"width": 1100, "height": 900}
@@ -980,7 +971,7 @@ def test_screenshot_of_a_multi_question_mid_answer_on_desktop_and_phone(
         phone.evaluate("window.scrollTo(0, document.querySelector('.clarifications').offsetTop - 70)")
         phone_png = phone.screenshot(animations="disabled")
 
-        _compose(web_browser, desktop_png, phone_png, SCREENSHOT)
+        compose_screenshots(web_browser, desktop_png, phone_png, SCREENSHOT)
         assert SCREENSHOT.stat().st_size > 20_000
     finally:
         desktop_context.close()
@@ -991,37 +982,3 @@ def test_screenshot_of_a_multi_question_mid_answer_on_desktop_and_phone(
 def _luminance(css_color: str) -> float:
     red, green, blue = (int(x) for x in re.findall(r"\d+", css_color)[:3])
     return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
-
-
-def _compose(browser: Browser, desktop_png: bytes, phone_png: bytes, path: Path) -> None:
-    """Both screenshots side by side on one canvas, rendered by the same browser."""
-    desktop_src = "data:image/png;base64," + base64.b64encode(desktop_png).decode()
-    phone_src = "data:image/png;base64," + base64.b64encode(phone_png).decode()
-    html = f"""<!doctype html><html><head><style>
-      html, body {{ margin: 0; }}
-      body {{ display: inline-flex; align-items: flex-start; gap: 44px; padding: 40px 44px;
-             background: linear-gradient(135deg, #e7e9f7, #d9dcf0 55%, #2a2d45 55.1%, #1b1d2c); }}
-      .desktop {{ width: 900px; border-radius: 12px; overflow: hidden;
-                  box-shadow: 0 24px 60px rgba(20, 24, 60, .28); border: 1px solid #c9cde0; background: #fff; }}
-      .bar {{ height: 30px; background: #eceef5; display: flex; gap: 7px; align-items: center; padding: 0 12px; }}
-      .bar i {{ width: 11px; height: 11px; border-radius: 50%; background: #c8ccd9; display: block; }}
-      .desktop img {{ width: 900px; display: block; }}
-      .phone {{ width: 330px; margin-top: 60px; border-radius: 38px; padding: 11px; background: #05060a;
-                box-shadow: 0 24px 60px rgba(0, 0, 0, .5); }}
-      .phone img {{ width: 100%; display: block; border-radius: 28px; }}
-    </style></head><body>
-      <div class="desktop"><div class="bar"><i></i><i></i><i></i></div><img src="{desktop_src}"></div>
-      <div class="phone"><img src="{phone_src}"></div>
-    </body></html>"""
-    context = browser.new_context(viewport={"width": 1400, "height": 900}, device_scale_factor=1)
-    try:
-        page = context.new_page()
-        page.set_content(html)
-        page.wait_for_function("Array.from(document.images).every(i => i.complete && i.naturalWidth > 0)")
-        box = page.evaluate(
-            "(() => { const r = document.body.getBoundingClientRect(); return [r.width, r.height]; })()"
-        )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        page.screenshot(path=str(path), clip={"x": 0, "y": 0, "width": box[0], "height": box[1]}, full_page=True)
-    finally:
-        context.close()
