@@ -168,8 +168,8 @@ export function createInboxPage({ token, view, openSession, closeSession, forget
     inboxView.showBar(false, 0);
     view.showSession(null);
     view.showOther(fatal ? "qbroker · " + fatal.title : "qbroker");
+    refresh(); // the list replaces the questionnaire before the top bar speaks of the inbox's socket
     view.showConnection(null, status.state, status.text, status.detail);
-    refresh();
     inboxView.focus(focusKey);
     startAges();
   }

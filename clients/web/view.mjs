@@ -203,7 +203,7 @@ export function createView(actions, titleFor = (title) => title) {
       $("conn-detail").textContent = detail || "";
       $("conn-retry").hidden = !(state === "waiting" || state === "offline");
       document.body.classList.toggle("is-disconnected", state !== "connected");
-      if (document.querySelector(CARDS)) updateOfflineBanner(model);
+      if (model && document.querySelector(CARDS)) updateOfflineBanner(model);
     },
 
     /** The session in the top bar; null hides it. */
