@@ -1,0 +1,177 @@
+"""``qbroker tui --inbox`` end to end: the real program in an 80x24 tmux pane against a live
+broker, agents played over HTTP with their own tokens (``tests/helpers/terminal.py``).
+
+Each test takes a fresh prefix (``tuibox-<hex>:``) and a client token for ``<prefix>*``. The
+screenshot test saves ``docs/screenshot-tui-inbox.txt`` (ANSI) and renders it to
+``docs/screenshot-tui-inbox.png``.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.helpers.ansi_png import render_png
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.samples import new_sid
+from tests.helpers.terminal import Terminal, terminal
+
+__all__ = ["terminal"]  # the fixture, for the tests below
+
+DOCS = REPO_ROOT / "docs"
+
+TARGET: dict[str, Any] = {
+    "id": "deploy_target",
+    "label": "Target",
+    "prompt": "Which environment should this release go to?",
+    "type": "single",
+    "options": [
+        {"id": "staging", "label": "Staging"},
+        {"id": "production", "label": "Production", "description": "Requires an approved release window"},
+    ],
+    "allowOther": False,
+}
+REVIEWER: dict[str, Any] = {
+    "id": "reviewer",
+    "label": "Reviewer",
+    "prompt": "Who should review the database migration?",
+    "type": "single",
+    "options": [{"id": "ana", "label": "Ana (platform)"}, {"id": "bo", "label": "Bo (data)"}],
+    "allowOther": False,
+}
+TONE: dict[str, Any] = {
+    "id": "tone",
+    "label": "Changelog tone",
+    "prompt": "Which tone should the changelog take?",
+    "type": "single",
+    "options": [{"id": "plain", "label": "Plain"}, {"id": "upbeat", "label": "Upbeat"}],
+}
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[BrokerProcess]:
+    with broker(client_wait=10, reconnect_grace=30) as process:
+        yield process
+
+
+@pytest.fixture
+def prefix() -> str:
+    return new_sid("tuibox") + ":"
+
+
+def inbox_argv(process: BrokerProcess, client_token: str) -> list[str]:
+    return [sys.executable, "-m", "qbroker.cli", "tui", "--url", process.url, "--inbox", "--token", client_token]
+
+
+def ask(process: BrokerProcess, sid: str, *questions: dict[str, Any], sub: str = "build-bot") -> str:
+    response = httpx.post(
+        f"{process.url}/v1/sessions/{sid}/questionnaire",
+        params={"wait": 0},
+        json={"action": "start", "questions": list(questions)},
+        headers={"Authorization": f"Bearer {token(sid, 'agent', sub=sub)}"},
+        timeout=10,
+    )
+    assert response.status_code == 202, response.text
+    return str(response.json()["questionnaireId"])
+
+
+def outcome(process: BrokerProcess, sid: str, qid: str, wait: float = 15) -> dict[str, Any]:
+    response = httpx.get(
+        f"{process.url}/v1/sessions/{sid}/questionnaires/{qid}",
+        params={"wait": wait},
+        headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
+        timeout=wait + 10,
+    )
+    assert response.status_code == 200, response.text
+    details: dict[str, Any] = response.json()["details"]
+    return details
+
+
+def open_inbox(term: Terminal, process: BrokerProcess, prefix: str, **env: str) -> None:
+    term.start(inbox_argv(process, token(prefix + "*", "client")), env=env)
+    term.wait_for("● connected", "inbox · 0 waiting", "Nothing is waiting for you")
+
+
+def test_the_inbox_lists_two_sessions_answers_one_and_comes_back_to_the_other(
+    terminal: Terminal, live: BrokerProcess, prefix: str
+) -> None:
+    build, review = prefix + "build", prefix + "review"
+    open_inbox(terminal, live, prefix)
+    first = ask(live, build, TARGET, TONE, sub="build-bot")
+    second = ask(live, review, REVIEWER, sub="review-bot")
+    ask(live, new_sid("elsewhere"), TARGET)  # not covered by the token
+    screen = terminal.wait_for("inbox · 2 waiting", "Reviewer", "Target")
+    assert screen.index("Target") < screen.index("Reviewer"), "oldest first"
+    assert "❯ Target" in screen and "build-bot" in screen and "question 1 of 2" in screen
+    assert screen.count("waiting for the agent") == 0
+
+    terminal.keys("Enter")
+    screen = terminal.wait_for(f"session {build} · 1 other waiting", "❯ Staging", "← inbox")
+    terminal.keys("Down", "Enter")
+    terminal.wait_for("Question 2 of 2", "❯ Plain")
+    terminal.keys("Enter")
+    screen = terminal.wait_for("✓ Answers sent. Next: Reviewer", "inbox · 1 waiting")
+    assert "❯ Reviewer" in screen and build not in screen
+    details = outcome(live, build, first)
+    assert details["status"] == "completed"
+    assert [a["selectedOptionIds"] for a in details["answers"]] == [["production"], ["plain"]]
+
+    terminal.keys("Enter")
+    terminal.wait_for(f"session {review} · inbox", "❯ Ana (platform)")
+    terminal.keys("Left")  # back, the questionnaire still open
+    screen = terminal.wait_for("inbox · 1 waiting", "❯ Reviewer")
+    assert "Answers sent" not in screen
+    terminal.keys("Enter")
+    terminal.wait_for("❯ Ana (platform)")
+    terminal.keys("Down", "Enter")
+    terminal.wait_for("Answers sent. Nothing else is waiting for you.", "inbox · 0 waiting")
+    assert outcome(live, review, second)["answers"] == [{"questionId": "reviewer", "selectedOptionIds": ["bo"]}]
+    terminal.keys("C-c")
+    assert terminal.exit_status() == 0
+
+
+def test_a_new_questionnaire_appears_while_the_list_is_open(
+    terminal: Terminal, live: BrokerProcess, prefix: str
+) -> None:
+    open_inbox(terminal, live, prefix)
+    ask(live, prefix + "one", TARGET)
+    terminal.wait_for("inbox · 1 waiting", "❯ Target")
+    ask(live, prefix + "two", REVIEWER, sub="review-bot")
+    screen = terminal.wait_for("inbox · 2 waiting", f"New: Reviewer in {prefix}two")
+    assert "❯ Target" in screen, "the highlight stays where it was"
+
+
+def test_a_token_for_one_session_cannot_open_the_inbox(terminal: Terminal, live: BrokerProcess, prefix: str) -> None:
+    terminal.start(inbox_argv(live, token(prefix + "only", "client")))
+    assert terminal.exit_status() == 1
+    assert "pattern of sessions" in terminal.history()
+
+
+def test_screenshot(terminal: Terminal, live: BrokerProcess) -> None:
+    """The docs' picture of the inbox: three agents' questionnaires, one waiting for its agent."""
+    prefix = "alice:"  # the only test of this broker with these sessions
+    terminal.start(inbox_argv(live, token(prefix + "*", "client")), env={"COLORTERM": "truecolor"})
+    terminal.wait_for("Nothing is waiting for you")
+    ask(live, prefix + "docs", TONE, sub="docs-agent")
+    ask(live, prefix + "build", TARGET, REVIEWER, sub="build-bot")
+    ask(live, prefix + "review", REVIEWER, TONE, TARGET, sub="review-bot")
+    terminal.wait_for("inbox · 3 waiting")
+    # One waits for its agent: the person asked it something.
+    terminal.keys("Enter")
+    terminal.wait_for("❯ Plain")
+    terminal.keys("End", "Up", "Enter")
+    terminal.type("Is this for the public changelog or the internal one?")
+    terminal.keys("Enter")
+    terminal.wait_for("Waiting for the agent")
+    terminal.keys("Left")
+    terminal.wait_for("inbox · 2 waiting", "waiting for the agent")
+    terminal.keys("Home", "Down")
+    terminal.wait_for("❯ Reviewer")
+    ansi = terminal.screen(ansi=True)
+    (DOCS / "screenshot-tui-inbox.txt").write_text(ansi, encoding="utf-8")
+    image = render_png(ansi, DOCS / "screenshot-tui-inbox.png", title="qbroker tui --inbox")
+    assert image.size[0] > 600
