@@ -29,13 +29,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clients.cli_args import add_url_and_session
-from clients.tui.connection import (
-    INBOX_FATAL_CLOSE_CODES,
-    Connection,
-    inbox_websocket_url,
-    validate_session,
-    websocket_url,
-)
+from clients.tui.connection import Connection, inbox_websocket_url, validate_session, websocket_url
 from clients.tui.inbox_model import InboxModel, InboxSocket, SessionSocket
 from clients.tui.model import TuiModel
 
@@ -268,7 +262,6 @@ async def _main_inbox(model: InboxModel, base_url: str, ws_url: str, token: str,
         name,
         sessions.changed,
         ready=("welcome", "inbox"),
-        fatal_closes=INBOX_FATAL_CLOSE_CODES,
     )
     app = _build_app(model, sessions)
     app_ref.append(app)

@@ -40,12 +40,6 @@ FATAL_CLOSE_CODES: dict[int, str] = {
     CloseCode.BAD_TOKEN: "the broker refused the token",
     CloseCode.WRONG_SESSION: "the token is for another session",
 }
-# The same closes on the inbox socket, in the inbox's words.
-INBOX_FATAL_CLOSE_CODES: dict[int, str] = {
-    **FATAL_CLOSE_CODES,
-    CloseCode.WRONG_SESSION: "the inbox needs a token for a pattern of sessions such as 'alice:*' "
-    "(a token for one session opens it with --session)",
-}
 CLOSE_REASONS: dict[int, str] = {
     CloseCode.NORMAL_CLOSURE: "connection closed",
     CloseCode.GOING_AWAY: "the broker is shutting down",
@@ -95,8 +89,8 @@ def backoff_delay(
     return float(ceiling / 2 + rng() * ceiling / 2)
 
 
-def describe_close(code: int | None, reason: str = "", fatal: dict[int, str] = FATAL_CLOSE_CODES) -> str:
-    text = fatal.get(code or 0) or CLOSE_REASONS.get(code or 0) or "connection closed"
+def describe_close(code: int | None, reason: str = "") -> str:
+    text = FATAL_CLOSE_CODES.get(code or 0) or CLOSE_REASONS.get(code or 0) or "connection closed"
     if code:
         text += f" ({code}{': ' + reason if reason else ''})"
     return text
@@ -105,7 +99,7 @@ def describe_close(code: int | None, reason: str = "", fatal: dict[int, str] = F
 class Connection:
     """One websocket at a time to the session (or the inbox), re-opened with backoff until
     told to stop. ``ready``: the frame types that say the hello was accepted (the inbox
-    socket's first list says it too)."""
+    socket's first list says it)."""
 
     def __init__(
         self,
@@ -115,7 +109,6 @@ class Connection:
         name: str,
         on_change: Any,
         ready: tuple[str, ...] = ("welcome",),
-        fatal_closes: dict[int, str] = FATAL_CLOSE_CODES,
     ) -> None:
         self.model = model
         self.url = url
@@ -123,7 +116,6 @@ class Connection:
         self.name = name
         self.on_change = on_change  # called after every state change (redraw)
         self.ready = ready
-        self.fatal_closes = fatal_closes
         self.outbox: asyncio.Queue[dict[str, Any]] | None = None
         self.fatal = asyncio.Event()
 
@@ -178,17 +170,17 @@ class Connection:
                         self.outbox = None
                         sender.cancel()
                     code, why = ws.close_code, ws.close_reason or ""
-                    reason = describe_close(code, why, self.fatal_closes)
+                    reason = describe_close(code, why)
             except ConnectionClosed as exc:
                 code = exc.rcvd.code if exc.rcvd else None
-                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "", self.fatal_closes)
+                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "")
             except InvalidURI as exc:
                 self._give_up(f"invalid URL: {exc}")
                 return
             except (OSError, InvalidHandshake, TimeoutError, ConnectionError, ValueError) as exc:
                 code = None
                 reason = _network_reason(exc)
-            if code in self.fatal_closes:
+            if code in FATAL_CLOSE_CODES:
                 self._give_up(reason)
                 return
             delay = backoff_delay(attempt)

@@ -353,11 +353,6 @@ const FATAL = {
       "new one, or mint a client token for your sessions with " +
       "qbroker token --session 'alice:*' --role client.",
   },
-  4403: {
-    title: "This token cannot open the inbox",
-    text: "The inbox needs a client token for a pattern of sessions, such as alice:* (code 4403). " +
-      "A token for one session opens that session: use its link, with #session=SESSION_ID&token=….",
-  },
 };
 
 /** The screen for a close of the inbox socket that is not retried ({title, text, reason,

@@ -30,31 +30,16 @@ export function linkProblem(params, search, stored = "") {
   return null;
 }
 
-/** The session a token is for, read (not verified: the broker does that) from its claims;
- * null for a pattern (`alice:*`), `*`, or a token this page cannot read. */
-export function tokenSession(token) {
-  const parts = String(token || "").split(".");
-  if (parts.length !== 3) return null;
-  try {
-    const b64 = parts[1].replace(/-/g, "+").replace(/_/g, "/");
-    const claims = JSON.parse(atob(b64 + "===".slice((b64.length + 3) % 4)));
-    return claims && typeof claims.sid === "string" && SESSION_RE.test(claims.sid) ? claims.sid : null;
-  } catch (e) {
-    return null;
-  }
-}
-
 /** What the page opens: {mode: "session" | "inbox" | "setup", session, token, remembered,
  * problem}. A session link opens that session (with the remembered token when it carries
- * none); a token alone opens the inbox, or its session when it is for exactly one; nothing
- * at all opens the inbox with the remembered token, if any. */
+ * none); a token alone opens the inbox of every session it covers; nothing at all opens
+ * the inbox with the remembered token, if any. */
 export function route(params, search, stored = "") {
   const problem = linkProblem(params, search, stored);
   if (problem) return { mode: "setup", session: params.session, token: params.token, remembered: false, problem };
   const remembered = !params.token;
   const token = params.token || stored;
-  const session = params.session || tokenSession(token);
-  if (session) return { mode: "session", session, token, remembered, problem: null };
+  if (params.session) return { mode: "session", session: params.session, token, remembered, problem: null };
   return { mode: "inbox", session: "", token, remembered, problem: null };
 }
 

@@ -145,10 +145,18 @@ def test_a_new_questionnaire_appears_while_the_list_is_open(
     assert "❯ Target" in screen, "the highlight stays where it was"
 
 
-def test_a_token_for_one_session_cannot_open_the_inbox(terminal: Terminal, live: BrokerProcess, prefix: str) -> None:
+def test_a_token_for_one_session_lists_that_session_alone(terminal: Terminal, live: BrokerProcess, prefix: str) -> None:
+    ask(live, prefix + "other", REVIEWER)
+    ask(live, prefix + "only", TARGET)
     terminal.start(inbox_argv(live, token(prefix + "only", "client")))
+    screen = terminal.wait_for("inbox · 1 waiting", "❯ Target")
+    assert "Reviewer" not in screen
+
+
+def test_a_refused_token_ends_the_program_saying_why(terminal: Terminal, live: BrokerProcess, prefix: str) -> None:
+    terminal.start(inbox_argv(live, token(prefix + "*", "agent")))
     assert terminal.exit_status() == 1
-    assert "pattern of sessions" in terminal.history()
+    assert "the broker refused the token (4401" in terminal.history()
 
 
 def test_screenshot(terminal: Terminal, live: BrokerProcess) -> None:

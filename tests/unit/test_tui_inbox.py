@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from clients.tui import app as tui
-from clients.tui.connection import INBOX_FATAL_CLOSE_CODES, describe_close, inbox_websocket_url
+from clients.tui.connection import describe_close, inbox_websocket_url
 from clients.tui.inbox_model import InboxModel, InboxSocket, SessionSocket
 from clients.tui.inbox_state import WAITING, WITH_AGENT, InboxState, seconds
 from clients.tui.inbox_view import ago
@@ -251,9 +251,9 @@ def test_a_session_refused_for_good_comes_back_to_the_list_saying_why() -> None:
 def test_the_inbox_refused_for_good_shows_why_and_ignores_keys() -> None:
     model = model_with(REVIEW)
     model.key("enter")
-    InboxSocket(model).fatal(describe_close(4403, "", INBOX_FATAL_CLOSE_CODES))
+    InboxSocket(model).fatal(describe_close(4401, "token revoked"))
     assert model.session_wanted is None
-    assert model.fatal_message is not None and "pattern of sessions" in model.fatal_message
+    assert model.fatal_message == "the broker refused the token (4401: token revoked)"
     assert "✗ disconnected" in screen(model)
     assert model.key("enter") == [] and model.session_wanted is None
 

@@ -209,7 +209,7 @@ describe("what the page says", () => {
 
   test("closes of the inbox socket a retry cannot fix", () => {
     assert.equal(inboxFatalScreen(1006, "", false), null);
-    assert.equal(inboxFatalScreen(4403, "", false).title, "This token cannot open the inbox");
+    assert.equal(inboxFatalScreen(4400, "", false).title, "The broker refused this page's handshake");
     assert.equal(inboxFatalScreen(4401, "bad token", false).noRetry, false);
     const expired = inboxFatalScreen(4401, "token expired", true);
     assert.equal(expired.noRetry, true);
