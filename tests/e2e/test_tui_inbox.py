@@ -54,7 +54,9 @@ TONE: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[BrokerProcess]:
-    with broker(client_wait=10, reconnect_grace=30) as process:
+    # An inbox is not a client of the sessions it lists (protocol.md, The inbox): a questionnaire
+    # waits unattended until its session is opened. The person here takes their time.
+    with broker(client_wait=120, reconnect_grace=120) as process:
         yield process
 
 
