@@ -61,11 +61,12 @@ class InboxModel:
 
     def inbox_apply(self, frame: Frame) -> None:
         arrived = self.inbox.apply(frame)
-        if arrived and self.session is None and self.inbox.notice is None:
-            first = arrived[0]
+        notice = self.inbox.notice
+        if arrived and self.session is None and (notice is None or notice.kind == "info"):
+            latest = arrived[-1]
             more = f" (and {len(arrived) - 1} more)" if len(arrived) > 1 else ""
-            label = clean(str(first.get("label") or "a questionnaire"))
-            self.inbox.notice = Notice("info", f"New: {label} in {first['sessionId']}{more}")
+            label = clean(str(latest.get("label") or "a questionnaire"))
+            self.inbox.notice = Notice("info", f"New: {label} in {latest['sessionId']}{more}")
         self._note()
 
     # ------------------------------------------------------------------ the session socket

@@ -97,10 +97,12 @@ def _item_lines(item: Item, highlighted: bool, width: int, wall: float) -> list[
     age = ago(seconds(item.get("createdAt")), wall)
     if age:
         right += f" · {age}"
-    right = truncate(right, max(8, width // 2 - 2)) + " "
+    label = clean(str(item.get("label") or "Question"))
     status = "" if waiting else "  ◔ waiting for the agent"
+    # The right side takes what the label leaves, and at least half the line.
+    right = truncate(right, max(8, width // 2 - 2, width - 6 - cells(label) - cells(status))) + " "
     status = truncate(status, max(0, width - 8 - cells(right)))
-    label = truncate(clean(str(item.get("label") or "Question")), max(3, width - 4 - cells(status) - cells(right) - 1))
+    label = truncate(label, max(3, width - 4 - cells(status) - cells(right) - 1))
     first: Line = [
         ("", "  "),
         ("class:marker", "❯ ") if highlighted else ("", "  "),

@@ -91,6 +91,8 @@ def test_the_list_puts_what_waits_for_the_person_first_then_the_oldest() -> None
     model = model_with(BUILD, DOCS, REVIEW)
     assert [i["label"] for i in model.inbox.ordered()] == ["Reviewer", "Target", "Tone"]
     text = screen(model)
+    long_session = item("tuibox-3addbd9dd1ab4c1c:build", "q-l", askedBy="build-bot", createdAt=T0 + 30)
+    assert "tuibox-3addbd9dd1ab4c1c:build · build-bot · 2 min ago" in screen(model_with(long_session))
     assert "inbox · 2 waiting" in text
     assert "Inbox — 2 questionnaires wait for you · 1 waits for the agent's reply." in text
     assert text.index("Reviewer") < text.index("Target") < text.index("Tone")
@@ -109,6 +111,8 @@ def test_the_highlight_stays_on_its_questionnaire_while_others_arrive_and_go() -
     InboxSocket(model).apply({"type": "inbox_item", "item": older})
     assert highlighted_label(model) == "Target"  # the row moved down, the highlight with it
     assert model.inbox.notice is not None and model.inbox.notice.text == "New: Older in bob:x"
+    InboxSocket(model).apply({"type": "inbox_item", "item": item("bob:y", "q-y", label="Newer", createdAt=T0 + 50)})
+    assert model.inbox.notice.text == "New: Newer in bob:y"  # the latest news
     InboxSocket(model).apply({"type": "inbox_removed", "sessionId": "alice:build", "questionnaireId": "q-a"})
     assert highlighted_label(model) == "Reviewer"  # its item went: the one now in its place
     model.key("home")
