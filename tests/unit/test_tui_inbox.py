@@ -114,7 +114,7 @@ def test_the_highlight_stays_on_its_questionnaire_while_others_arrive_and_go() -
     InboxSocket(model).apply({"type": "inbox_item", "item": item("bob:y", "q-y", label="Newer", createdAt=T0 + 50)})
     assert model.inbox.notice.text == "New: Newer in bob:y"  # the latest news
     InboxSocket(model).apply({"type": "inbox_removed", "sessionId": "alice:build", "questionnaireId": "q-a"})
-    assert highlighted_label(model) == "Reviewer"  # its item went: the one now in its place
+    assert highlighted_label(model) == "Newer"  # its item went: the one now in its place
     model.key("home")
     assert highlighted_label(model) == "Older"
     model.key("char", "2")
