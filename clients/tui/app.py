@@ -36,6 +36,8 @@ from clients.tui.model import TuiModel
 if TYPE_CHECKING:
     from prompt_toolkit.application import Application
 
+AGES_REFRESH = 30.0  # seconds between redraws of the inbox's ages when nothing else happens
+
 STYLE: dict[str, str] = {
     "header": "bg:#303446 #c6d0f5",
     "header.brand": "bg:#8caaee #232634 bold",
@@ -145,7 +147,9 @@ class Sender(Protocol):
     def send(self, frames: list[dict[str, Any]]) -> None: ...
 
 
-def _build_app(model: Screen, conn: Sender) -> Application[int]:
+def _build_app(model: Screen, conn: Sender, refresh_interval: float | None = None) -> Application[int]:
+    """The full-screen application; ``refresh_interval``: redraw that often even when nothing
+    happens (the inbox's "3 min ago")."""
     from prompt_toolkit.application import Application
     from prompt_toolkit.application.current import get_app
     from prompt_toolkit.formatted_text import StyleAndTextTuples
@@ -226,6 +230,7 @@ def _build_app(model: Screen, conn: Sender) -> Application[int]:
         key_bindings=bindings,
         style=Style.from_dict(STYLE),
         full_screen=True,
+        refresh_interval=refresh_interval,
         mouse_support=False,
         color_depth=depth,
     )
@@ -263,7 +268,7 @@ async def _main_inbox(model: InboxModel, base_url: str, ws_url: str, token: str,
         sessions.changed,
         ready=("welcome", "inbox"),
     )
-    app = _build_app(model, sessions)
+    app = _build_app(model, sessions, refresh_interval=AGES_REFRESH)
     app_ref.append(app)
     try:
         return await _run(app, inbox)
