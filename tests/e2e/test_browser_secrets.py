@@ -15,7 +15,8 @@ from typing import Any
 import pytest
 from playwright.sync_api import Browser, Page, expect, sync_playwright
 
-from tests.e2e.test_browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, TIMEOUT_MS, Agent, open_client, option
+from tests.e2e.test_browser import DESKTOP, TIMEOUT_MS, Agent, open_client, option
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.processes import broker, need
 from tests.helpers.samples import new_sid
 

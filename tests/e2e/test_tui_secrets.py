@@ -14,8 +14,9 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_tui import Terminal, answers, open_tui, outcome, session_id, start
+from tests.e2e.test_tui import answers, open_tui, outcome, session_id, start
 from tests.helpers.processes import BrokerProcess, broker, need, token
+from tests.helpers.terminal import Terminal
 
 # Fabricated, and put together here so that no secret scanner flags this file.
 TOKEN = "ghp_" + "Zr4mQ8vNc2Lx7Tb1Wk9Hs3Jd6Fp0Ya5GeR2u"
