@@ -24,30 +24,10 @@ A session's shard (``NN``, one of ``INBOX_SHARDS``) is a hash of its id's first 
 to the first ``:``), so the sessions of a tenant (``alice:build``, ``alice:review``) share one
 shard, and the tenants spread over the shards and so over a cluster's masters. A prefix with
 a ``:`` (``alice:``) is answered by its one shard; a shorter one (``ali``, or none for
-``*``) by every shard. The shards' keys are not a session's: a write script cannot touch
-them on a cluster, so the store keeps the index beside the scripts (store.py), and readers
-put right what a crash between the two left out of step.
-
-A write that reached an outcome (completed, cancelled, unavailable, needs_clarification)
-publishes its notice on the outcomes channel too: a process where only agent calls wait on
-a session subscribes to that channel alone and is not woken by every answer.
-
-Keys of no session, with a hash tag of their own that no session id can equal (``!`` is not
-in the session-id alphabet), so that they share one slot::
-
-    qb:{!revocations}:list     hash  j:<jti> / s:<sub> -> "<at> <until>" (broker/core/revocations.py)
-    qb:{!revocations}:version  string  a fresh random id after every revocation
-
-Every broker reads the version twice a second and the list only when the version changed
-(revocations are rare): one GET, on one slot, per broker per half second.
-
-The session scripts only touch keys of one session. Every key known before the call is passed in
-KEYS (that is what routes the script to the session's slot on a cluster); three scripts
-also read a questionnaire whose id they find inside (the idempotency key's target, the
-queue's members) by building its name from the session's own prefix, which keeps the read
-on the same slot, and so on the node that runs the script. (The write scripts find that
-prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
-``q:``, ``events`` and ``outcomes`` too.)
+``*``) by every shard. A session joins its shard when a questionnaire is created in it (on
+one Redis in the create script itself; on a cluster, where a script cannot reach another
+slot, in a second script right after it) and leaves it some seconds after nothing of it is
+open any more (store.py); readers put right what a crash in between left out of step.
 """
 
 from __future__ import annotations

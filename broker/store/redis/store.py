@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 import uuid
 from collections import Counter
 from collections.abc import Coroutine
@@ -69,6 +70,7 @@ logger = logging.getLogger(__name__)
 
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
 _PROBE_SESSION: Final = "qbroker-start-probe"  # a session only start() uses (see _try_access)
+UNINDEX_AFTER: Final = 10.0  # seconds a session with nothing open stays in the inbox's index
 _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
 
 
@@ -110,7 +112,9 @@ class RedisStore(Store):
         self._cluster = isinstance(client, RedisCluster)
         sharded = sharded or self._cluster
         self._pubsub = pubsub = PubSub.of(sharded)
-        self._create = commands.register(write_script(CREATE, pubsub.publish))
+        # One Redis: a create keeps the inbox's index itself; a cluster's shard is elsewhere.
+        self._indexed_by_create = not self._cluster
+        self._create = commands.register(write_script(CREATE, pubsub.publish, indexed=self._indexed_by_create))
         self._compare_and_set = commands.register(write_script(COMPARE_AND_SET, pubsub.publish))
         self._queue = commands.register(QUEUE)
         self._heartbeat = commands.register(HEARTBEAT)
@@ -124,6 +128,12 @@ class RedisStore(Store):
         self._watched: Counter[str] = Counter()  # watch_inbox's prefixes
         self._watching: Counter[int] = Counter()  # ... and the index shards they need
         self._chores: set[asyncio.Future[None]] = set()  # the index's and presence's, off the caller's path
+        # Sessions whose last open questionnaire ended, by when (monotonic): they leave the
+        # index ``unindex_after`` seconds later if still empty, a batch at a time (a session
+        # asked again meanwhile, the usual case, costs nothing).
+        self.unindex_after = UNINDEX_AFTER
+        self._emptied: dict[str, float] = {}
+        self._unindex_timer: asyncio.TimerHandle | None = None
 
         self._records = records = Records()
         self._subscriptions = subscriptions = Subscriptions(Routing(client, commands.wire), pubsub, records)
@@ -134,6 +144,9 @@ class RedisStore(Store):
     async def create(self, state: Questionnaire, idempotency_key: str | None = None) -> Questionnaire:
         sid = state.session_id
         keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq", inbox_key(sid)]
+        indexed = self._indexed_by_create
+        if indexed:
+            keys.append(index_key(inbox_shard(sid)))
         if idempotency_key is not None:
             keys.append(prefix(sid) + "idem:" + idempotency_key)
         entry = inbox.entry_of(state)
@@ -146,15 +159,16 @@ class RedisStore(Store):
             notice_prefix(state),
             NOTICE_STATE_LIMIT,
             b"" if entry is None else inbox.pack(entry),
+            sid,
         ]
         with reachable("create"):
             reply = await self._commands.write(self._create, keys, args, lambda r: int(r[0]) == 1)
         if int(reply[0]) == 1:
-            # Indexed after it is stored: whoever hears of it then finds it (see _unindex).
-            await self._index_session(sid, created_notice(state, record, int(reply[1])))
+            if not indexed:  # after it is stored: whoever hears of it then finds it (see _unindex)
+                await self._index_session(sid, created_notice(state, record, int(reply[1])))
             return state
         stored = self._unpack(reply[1])
-        if not stored.is_terminal:  # a retry after a failure between the two: indexed now
+        if not indexed and not stored.is_terminal:  # a retry after a failure between the two
             await self._index_session(sid, b"")
         return stored
 
@@ -190,8 +204,10 @@ class RedisStore(Store):
         seq = int(reply[0])
         if seq == 0 or len(reply) < 2:
             return Written(seq)
-        if len(reply) == 2:  # nothing open left in the session: it leaves the inbox's index
-            self._chore(self._unindex(sid))
+        if len(reply) == 2:  # nothing open left in the session: it leaves the inbox's index soon
+            self._emptied[sid] = time.monotonic()
+            if self._unindex_timer is None:
+                self._unindex_timer = asyncio.get_running_loop().call_later(self.unindex_after, self._unindex_due)
             return Written(seq, Head(None, seq))
         return Written(seq, self._head(reply[2], seq))
 
@@ -345,6 +361,26 @@ class RedisStore(Store):
         except StoreUnavailable as exc:
             logger.warning("inbox index not updated: %s", exc, extra={"session": session_id})
 
+    def _unindex_due(self) -> None:
+        """Take the sessions emptied ``unindex_after`` ago (and still empty) out of the index."""
+        self._unindex_timer = None
+        now = time.monotonic()
+        due = [sid for sid, at in self._emptied.items() if now - at >= self.unindex_after]
+        for sid in due:
+            del self._emptied[sid]
+        if due:
+            self._chore(self._unindex_if_empty(due))
+        if self._emptied:
+            wait = min(self._emptied.values()) + self.unindex_after - now
+            self._unindex_timer = asyncio.get_running_loop().call_later(max(0.01, wait), self._unindex_due)
+
+    async def _unindex_if_empty(self, session_ids: list[str]) -> None:
+        with reachable("unindex"):
+            found = await asyncio.gather(*(self._commands.command("EXISTS", inbox_key(sid)) for sid in session_ids))
+        for sid, exists in zip(session_ids, found, strict=True):
+            if not int(exists):
+                await self._unindex(sid)
+
     async def _unindex(self, session_id: str) -> None:
         """Take a session with nothing open out of its index shard, then look again: a
         questionnaire created meanwhile (its create indexes it after it is stored, and may
@@ -418,6 +454,8 @@ class RedisStore(Store):
         await self.head(_PROBE_SESSION)
 
     async def close(self) -> None:
+        if self._unindex_timer is not None:
+            self._unindex_timer.cancel()
         for chore in list(self._chores):
             chore.cancel()
         await self._subscriptions.close()

@@ -40,6 +40,7 @@ REVOKE: Final = _read("revoke.lua")
 REVOCATIONS: Final = _read("revocations.lua")
 
 
-def write_script(body: str, publish: str) -> str:
-    """A write script with the store's constants: fewer arguments to pack on every call."""
-    return f"local PUBLISH = '{publish}'\n{body}"
+def write_script(body: str, publish: str, *, indexed: bool = False) -> str:
+    """A write script with the store's constants: fewer arguments to pack on every call
+    (``indexed``: the create also keeps the inbox's index, on one Redis; create.lua)."""
+    return f"local PUBLISH = '{publish}'\nlocal INDEXED = {'true' if indexed else 'false'}\n{body}"
