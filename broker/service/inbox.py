@@ -41,7 +41,7 @@ from broker.core.scopes import covers, scope_prefix
 from broker.metrics import Metrics
 from broker.service.fanout import Fanout
 from broker.service.hubs import Encoded, SessionHub
-from broker.store.base import Notice, SessionInbox, Store, StoreUnavailable
+from broker.store.base import Notice, Record, SessionInbox, Store, StoreUnavailable
 
 log = logging.getLogger("qbroker.inbox")
 
@@ -87,6 +87,10 @@ class Followed:
     ended: dict[str, None] = field(default_factory=dict)  # ids of questionnaires that ended (oldest first)
     watchers: set[Watcher] = field(default_factory=set)
     read: asyncio.Future[None] | None = None  # the first read, while it is under way
+    # What came while the first read was under way (it may or may not include it): applied
+    # after it, each as of its write number.
+    heard: list[Notice] = field(default_factory=list)
+    heard_clients: int | None = None
     idle_since: float | None = None  # monotonic time it lost its last entry or watcher
 
     def rows(self) -> Iterable[Row]:
@@ -202,6 +206,11 @@ class InboxFeed:
                 assert followed.read is not None
                 followed.read.set_result(None)
                 followed.read = None
+                heard, followed.heard = followed.heard, []
+                for notice in heard:
+                    self._heard(followed, notice)
+                if followed.heard_clients is not None:
+                    self._clients(followed, followed.heard_clients)
         for waiting in pending:
             await asyncio.shield(waiting)
 
@@ -256,7 +265,11 @@ class InboxFeed:
                 self._in_background(self._follow([notice.session_id]))
             return
         if followed.read is not None:
-            return  # its first read is under way, and comes after this write
+            followed.heard.append(notice)  # its first read is under way: after it
+            return
+        self._heard(followed, notice)
+
+    def _heard(self, followed: Followed, notice: Notice) -> None:
         if notice.seq and notice.seq <= followed.seq:
             return  # already known (a read, our own write, or the create's second notice)
         if notice.seq and followed.seq and notice.seq > followed.seq + 1:
@@ -270,12 +283,25 @@ class InboxFeed:
     def observe(self, state: Questionnaire, seq: int) -> None:
         """This process wrote ``state`` as the session's write ``seq`` (a client's command)."""
         followed = self.sessions.get(state.session_id)
-        if followed is not None and followed.read is None and seq > followed.seq:
+        if followed is None:
+            return
+        if followed.read is not None:
+            notice = Notice(state.session_id, state.id, state.version, state.status, seq, Record.of(state))
+            followed.heard.append(notice)
+        elif seq > followed.seq:
             self._apply(followed, state, seq)
 
     async def on_presence(self, session_id: str, clients: int) -> None:
         followed = self.sessions.get(session_id)
-        if followed is None or followed.read is not None or clients == followed.clients:
+        if followed is None:
+            return
+        if followed.read is not None:
+            followed.heard_clients = clients  # (the latest: applied after the first read)
+            return
+        self._clients(followed, clients)
+
+    def _clients(self, followed: Followed, clients: int) -> None:
+        if clients == followed.clients:
             return
         followed.clients = clients
         for entry in followed.entries.values():

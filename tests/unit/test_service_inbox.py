@@ -206,3 +206,38 @@ async def test_a_second_watcher_of_a_followed_session_gets_the_same_list(broker:
     first = await watching(broker, prefix + "*")
     second = await watching(broker, prefix + "a")
     assert first.frames == second.frames
+
+
+async def test_a_write_heard_while_a_session_is_first_read_is_applied_after_the_read() -> None:
+    class SlowReads(CountingStore):
+        """Reads now, answers when let: a write in between is not in the read."""
+
+        gate: asyncio.Event | None = None
+
+        async def session_inboxes(self, session_ids: list[str], now: float) -> Any:
+            found = await super().session_inboxes(session_ids, now)
+            if self.gate is not None:
+                await self.gate.wait()
+            return found
+
+    store = SlowReads()
+    broker = Broker(Config(secret="s" * 32), store, clock=lambda: NOW)
+    await broker.start()
+    try:
+        prefix = tenant()
+        state = await created(broker, prefix + "a")
+        store.gate = asyncio.Event()
+        watcher = Watcher(prefix + "*")
+        watching = asyncio.ensure_future(broker.inbox.watch(watcher))
+        await eventually(lambda: prefix + "a" in broker.inbox.sessions, what="the first read to begin")
+        followed = broker.inbox.sessions[prefix + "a"]
+        await eventually(lambda: followed.hub.confirmed, what="the subscription")
+        await written(broker, state, answer(state))  # its notice comes during the read
+        await eventually(lambda: followed.heard, what="the notice, kept for after the read")
+        store.gate.set()
+        await watching
+        # The read was of the question before; the list the socket gets is after the answer.
+        assert [item["index"] for item in watcher.frames[0]["items"]] == [1]
+        assert followed.entries[state.id].index == 1 and followed.heard == []
+    finally:
+        await broker.stop()
