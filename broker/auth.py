@@ -108,11 +108,14 @@ def read_claims(payload: dict[str, Any], names: ClaimNames = STANDARD_NAMES) -> 
     naming what is wrong (the expiry is the caller's to check: it changes with the clock)."""
     sid, role, exp = payload.get(names.sid), payload.get(names.role), payload.get("exp")
     sub, jti, iat = payload.get(names.sub), payload.get("jti"), payload.get("iat")
+    if isinstance(role, list):  # an identity provider's list of roles (app roles, groups)
+        ours = [each for each in role if each in ROLES]
+        role = ours[0] if len(ours) == 1 else None
     problem: str | None = None
     if not isinstance(sid, str) or not is_scope(sid):
         problem = f"{names.sid} must be {SCOPE_RULE}"
     elif role not in ROLES:
-        problem = f"{names.role} must be one of {', '.join(ROLES)}"
+        problem = f"{names.role} must be one of {', '.join(ROLES)} (or a list holding exactly one of them)"
     elif role == "admin" and sid != ANY_SESSION:
         problem = f"an admin token's {names.sid} must be *"
     elif not _number_or_none(exp):

@@ -43,6 +43,7 @@ _POSITIVE = {
     "notify_retry_delay": "QBROKER_NOTIFY_RETRY_DELAY",
     "notify_timeout": "QBROKER_NOTIFY_TIMEOUT",
     "mcp_progress_interval": "QBROKER_MCP_PROGRESS_INTERVAL",
+    "jwks_refetch_interval": "QBROKER_JWKS_REFETCH_INTERVAL",
 }
 _NOT_NEGATIVE = {
     "client_wait": "QBROKER_CLIENT_WAIT",
@@ -79,6 +80,15 @@ def _log_format(env: dict[str, str]) -> str:
 def _is_http_url(url: str) -> bool:
     parts = urlsplit(url)
     return parts.scheme in ("http", "https") and bool(parts.netloc)
+
+
+def _claim_name(env: dict[str, str], name: str, default: str) -> str:
+    raw = env.get(name, "").strip()
+    if not raw:
+        return default
+    if any(character.isspace() for character in raw):
+        raise SystemExit(f"qbroker: {name} must be a claim name without spaces, got {raw!r}")
+    return raw
 
 
 def _flag(env: dict[str, str], name: str) -> bool:
@@ -122,6 +132,17 @@ class Config:
     log_level: str = "info"
     # auto: readable text when stderr is a terminal, JSON lines otherwise (broker/logs.py)
     log_format: str = "auto"
+    # Tokens from an identity provider, beside the HS256 secret (docs/operations.md): RS256
+    # and ES256 tokens signed by a key of the JWKS at ``jwks_url``, for ``jwt_issuer`` and one
+    # of ``jwt_audience``, whose scope, role and holder are in the claims named here.
+    jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: tuple[str, ...] = ()
+    jwt_sid_claim: str = "sid"
+    jwt_role_claim: str = "role"
+    jwt_sub_claim: str = "sub"
+    # A token whose key id the cached JWKS lacks fetches it again, at most this often.
+    jwks_refetch_interval: float = 60.0
     # Notifications (docs/notifications.md): the routes' file, the wait for a first client
     # in a session a route covers, the bound on an agent's own ?clientWait, the base of the
     # links, and the delivery queue (its size, the first retry's delay, doubled per attempt,
@@ -174,6 +195,13 @@ class Config:
             notify_queue_size=int(_float(e, "QBROKER_NOTIFY_QUEUE_SIZE", cls.notify_queue_size)),
             notify_retry_delay=_float(e, "QBROKER_NOTIFY_RETRY_DELAY", cls.notify_retry_delay),
             notify_timeout=_float(e, "QBROKER_NOTIFY_TIMEOUT", cls.notify_timeout),
+            jwks_url=e.get("QBROKER_JWKS_URL", "").strip() or None,
+            jwt_issuer=e.get("QBROKER_JWT_ISSUER", "").strip() or None,
+            jwt_audience=tuple(a.strip() for a in e.get("QBROKER_JWT_AUDIENCE", "").split(",") if a.strip()),
+            jwt_sid_claim=_claim_name(e, "QBROKER_JWT_SID_CLAIM", cls.jwt_sid_claim),
+            jwt_role_claim=_claim_name(e, "QBROKER_JWT_ROLE_CLAIM", cls.jwt_role_claim),
+            jwt_sub_claim=_claim_name(e, "QBROKER_JWT_SUB_CLAIM", cls.jwt_sub_claim),
+            jwks_refetch_interval=_float(e, "QBROKER_JWKS_REFETCH_INTERVAL", cls.jwks_refetch_interval),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
@@ -200,6 +228,7 @@ class Config:
             )
         if self.public_url is not None and not _is_http_url(self.public_url):
             raise SystemExit(f"qbroker: QBROKER_PUBLIC_URL must be an http:// or https:// URL, got {self.public_url!r}")
+        self._check_identity_provider()
         least: tuple[tuple[dict[str, str], float, bool, str], ...] = (
             (_POSITIVE, 0, False, "above 0"),  # (names, bound, the bound itself allowed, words)
             (_NOT_NEGATIVE, 0, True, "0 or more"),
@@ -217,6 +246,24 @@ class Config:
         if self.public_url is not None:
             return self.public_url
         return f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '::') else self.host}:{self.port}"
+
+    def _check_identity_provider(self) -> None:
+        """The JWKS settings go together: without an issuer and an audience, any token the
+        identity provider signs, for any application, would be accepted."""
+        pair = (("QBROKER_JWT_ISSUER", bool(self.jwt_issuer)), ("QBROKER_JWT_AUDIENCE", bool(self.jwt_audience)))
+        if self.jwks_url is None:
+            stray = [name for name, given in pair if given]
+            if stray:
+                raise SystemExit(f"qbroker: {stray[0]} is set but QBROKER_JWKS_URL is not: set both, or neither")
+            return
+        if not self.jwks_url.startswith(("https://", "http://")) or len(self.jwks_url.split("://", 1)[1]) == 0:
+            raise SystemExit(f"qbroker: QBROKER_JWKS_URL must be an https:// (or http://) URL, got {self.jwks_url!r}")
+        missing = [name for name, given in pair if not given]
+        if missing:
+            raise SystemExit(
+                f"qbroker: QBROKER_JWKS_URL needs {' and '.join(missing)}: without them a token the identity"
+                " provider signed for any other application would be accepted"
+            )
 
     @property
     def secret_file(self) -> Path:

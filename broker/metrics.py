@@ -243,6 +243,16 @@ class Metrics:
                 "Notifications on this process not yet delivered or given up (queued, in flight, waiting to retry)",
             )
         ).labels()
+        self.revocations = self._declare(
+            GaugeFamily("qbroker_revocations", "Token revocations in force, as this process last read them")
+        ).labels()
+        self.jwks_fetches = self._declare(
+            CounterFamily(
+                "qbroker_jwks_fetches_total",
+                "Fetches of the identity provider's JWKS (QBROKER_JWKS_URL) by result: ok or error",
+                ("result",),
+            )
+        )
 
         self.inbox_connections = self._declare(
             GaugeFamily("qbroker_inbox_connections", "Inbox websockets open on this process")

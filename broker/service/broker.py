@@ -56,7 +56,7 @@ class Broker:
         self.clock = clock
         self.shutting_down = asyncio.Event()
         self.metrics = Metrics()
-        self.tokens = Tokens(config, store, clock)
+        self.tokens = Tokens(config, store, clock, self.metrics)
         self.fanout = Fanout(store, self.metrics, clock)
         self.hubs: dict[str, SessionHub] = self.fanout.hubs  # the fan-out's dict itself, not a copy
         self.writer = Writer(store, self.metrics, clock, self.hubs)

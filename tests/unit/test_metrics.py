@@ -60,6 +60,9 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         ("qbroker_inbox_sessions", "gauge"),
         ("qbroker_inbox_rereads", "counter"),
         ("qbroker_inbox_rereads_created", "gauge"),
+        # Added since: tokens (broker/tokens.py)
+        ("qbroker_revocations", "gauge"),
+        ("qbroker_jwks_fetches", "counter"),
     }
     assert {name for name, _ in samples(Metrics())} == {
         "qbroker_agent_calls_waiting",
@@ -84,6 +87,7 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         "qbroker_inbox_sessions",
         "qbroker_inbox_rereads_created",
         "qbroker_inbox_rereads_total",
+        "qbroker_revocations",
     }
 
 
