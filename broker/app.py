@@ -20,7 +20,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from broker import http
+from broker import http, push_http
 from broker.config import Config
 from broker.inbox_http import INBOX_HTTP_PATH, InboxAPI
 from broker.metrics import CONTENT_TYPE
@@ -94,7 +94,7 @@ class BrokerApp:
             if mcp is not None:
                 await self._mcp(scope, receive, send, *mcp)
                 return
-            if scope["path"].startswith("/v1/"):
+            if scope["path"].startswith("/v1/") and scope["path"] not in push_http.PATHS:
                 await http.unknown_endpoint(scope, send)
                 return
         elif scope["type"] == "lifespan":
@@ -154,6 +154,7 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
         Route("/readyz", readyz),
         Route("/metrics", metrics),
         Route("/openapi.json", openapi),
+        *push_http.ROUTES,
     ]
     if web_dir is not None:
         routes.append(Mount("/", StaticFiles(directory=web_dir, html=True), name="web"))

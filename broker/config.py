@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import os
 import secrets
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
+
+from broker.core.push import DEFAULT_PUSH_SERVICES, PushService, parse_push_services
 
 
 def _create_whole_once(path: Path, content: str) -> None:
@@ -91,6 +96,39 @@ def _claim_name(env: dict[str, str], name: str, default: str) -> str:
     return raw
 
 
+_DEFAULT_SERVICES = parse_push_services(",".join(DEFAULT_PUSH_SERVICES))
+
+
+def _push_services(env: dict[str, str]) -> tuple[PushService, ...]:
+    raw = env.get("QBROKER_PUSH_SERVICES", "").strip() or ",".join(DEFAULT_PUSH_SERVICES)
+    try:
+        services = parse_push_services(raw)
+    except ValueError as exc:
+        raise SystemExit(f"qbroker: QBROKER_PUSH_SERVICES: {exc}") from None
+    if not services:
+        raise SystemExit("qbroker: QBROKER_PUSH_SERVICES names no push service")
+    return services
+
+
+def _is_vapid_subject(subject: str) -> bool:
+    """RFC 8292: a mailto: URI or an https: URL (push services may refuse anything else)."""
+    if subject.startswith("mailto:"):
+        return "@" in subject and " " not in subject
+    parts = urlsplit(subject)
+    return parts.scheme == "https" and bool(parts.hostname)
+
+
+def _looks_like_vapid_key(key: str) -> bool:
+    """PEM, or base64url of 32 bytes (the key itself is read by broker/notify/vapid.py)."""
+    if key.startswith("-----BEGIN"):
+        return True
+    text = key.rstrip("=")
+    try:
+        return len(base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))) == 32
+    except (binascii.Error, ValueError):
+        return False
+
+
 def _flag(env: dict[str, str], name: str) -> bool:
     raw = env.get(name, "").strip().lower()
     if raw in ("", "0", "false", "no", "off"):
@@ -154,6 +192,13 @@ class Config:
     notify_queue_size: int = 1000
     notify_retry_delay: float = 8.0
     notify_timeout: float = 10.0
+    # Browser push (docs/notifications.md, "Web push"): the VAPID private key (base64url of
+    # the raw 32 bytes, or PEM; None: generated once into the data dir), the contact the push
+    # services see (mailto: or https:; None: QBROKER_PUBLIC_URL when https), and the push
+    # services a subscription's endpoint may name (the broker POSTs there).
+    vapid_private_key: str | None = None
+    vapid_subject: str | None = None
+    push_services: tuple[PushService, ...] = field(default_factory=lambda: _DEFAULT_SERVICES)
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -202,6 +247,9 @@ class Config:
             jwt_role_claim=_claim_name(e, "QBROKER_JWT_ROLE_CLAIM", cls.jwt_role_claim),
             jwt_sub_claim=_claim_name(e, "QBROKER_JWT_SUB_CLAIM", cls.jwt_sub_claim),
             jwks_refetch_interval=_float(e, "QBROKER_JWKS_REFETCH_INTERVAL", cls.jwks_refetch_interval),
+            vapid_private_key=(e.get("QBROKER_VAPID_PRIVATE_KEY") or "").strip() or None,
+            vapid_subject=(e.get("QBROKER_VAPID_SUBJECT") or "").strip() or None,
+            push_services=_push_services(e),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
@@ -229,6 +277,16 @@ class Config:
         if self.public_url is not None and not _is_http_url(self.public_url):
             raise SystemExit(f"qbroker: QBROKER_PUBLIC_URL must be an http:// or https:// URL, got {self.public_url!r}")
         self._check_identity_provider()
+        if self.vapid_subject is not None and not _is_vapid_subject(self.vapid_subject):
+            raise SystemExit(
+                "qbroker: QBROKER_VAPID_SUBJECT must be a mailto: address or an https:// URL,"
+                f" got {self.vapid_subject!r}"
+            )
+        if self.vapid_private_key is not None and not _looks_like_vapid_key(self.vapid_private_key):
+            raise SystemExit(
+                "qbroker: QBROKER_VAPID_PRIVATE_KEY must be a P-256 private key: base64url of its 32 bytes"
+                " (as web-push generate-vapid-keys prints it) or PEM"
+            )
         least: tuple[tuple[dict[str, str], float, bool, str], ...] = (
             (_POSITIVE, 0, False, "above 0"),  # (names, bound, the bound itself allowed, words)
             (_NOT_NEGATIVE, 0, True, "0 or more"),
@@ -277,6 +335,22 @@ class Config:
         if not path.exists():
             path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             _create_whole_once(path, secrets.token_urlsafe(32) + "\n")
+        return path.read_text().strip()
+
+    @property
+    def vapid_key_file(self) -> Path:
+        """Where the generated VAPID private key is kept (QBROKER_VAPID_PRIVATE_KEY unset)."""
+        return self.data_dir / "vapid-private-key"
+
+    def vapid_key_or_file(self, generate: Callable[[], str]) -> str:
+        """The configured VAPID private key, else the one kept in the data dir, made once by
+        ``generate`` (as the secret is: 0600, whole, one of several brokers starting at once)."""
+        if self.vapid_private_key:
+            return self.vapid_private_key
+        path = self.vapid_key_file
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            _create_whole_once(path, generate() + "\n")
         return path.read_text().strip()
 
     @property

@@ -333,6 +333,45 @@ def build_openapi() -> dict[str, Any]:
                     },
                 }
             },
+            "/v1/push/key": {
+                "get": {
+                    "operationId": "pushKey",
+                    "summary": "The VAPID public key a page subscribes with (applicationServerKey).",
+                    "security": [],
+                    "responses": {
+                        "200": _json(_push_key(), "The key: base64url of the uncompressed P-256 point."),
+                        "404": _json(_ref("PushError"), "push_not_configured: no webpush route."),
+                    },
+                }
+            },
+            "/v1/push/subscriptions": {
+                "post": {
+                    "operationId": "pushSubscribe",
+                    "summary": "Keep a browser's PushSubscription under the client token's scope.",
+                    "security": [{"clientToken": []}],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _ref("PushSubscription")}},
+                    },
+                    "responses": {
+                        "201": _json(_push_kept(), "Kept: the scope it hears of, and until when."),
+                        **_push_errors("400", "401", "403", "404", "413", "503"),
+                    },
+                },
+                "delete": {
+                    "operationId": "pushUnsubscribe",
+                    "summary": "Forget a subscription's endpoint under the client token's scope.",
+                    "security": [{"clientToken": []}],
+                    "requestBody": {
+                        "required": True,
+                        "content": {"application/json": {"schema": _push_endpoint()}},
+                    },
+                    "responses": {
+                        "204": {"description": "Forgotten."},
+                        **_push_errors("400", "401", "403", "404", "413", "503"),
+                    },
+                },
+            },
             "/healthz": {
                 "get": {
                     "operationId": "liveness",
@@ -378,6 +417,13 @@ def build_openapi() -> dict[str, Any]:
                     "bearerFormat": "JWT",
                     "description": "An admin token (role admin, sid '*'): the operator's.",
                 },
+                "clientToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "A client token (role client): a push subscription hears of every session"
+                    " its sid covers.",
+                },
             },
             "schemas": {
                 "ToolInput": tool_input_schema(),
@@ -392,6 +438,8 @@ def build_openapi() -> dict[str, Any]:
                 "RevocationRequest": _revocation_request(),
                 "RevocationError": _error("revocations"),
                 "Revocation": _revocation(),
+                "PushSubscription": _push_subscription(),
+                "PushError": _push_error(),
             },
         },
         "security": [{"agentToken": []}],
@@ -455,4 +503,80 @@ def _status_body(values: list[str]) -> Schema:
         "additionalProperties": False,
         "required": ["status"],
         "properties": {"status": {"type": "string", "enum": values}},
+    }
+
+
+# --- browser push (broker/push_http.py) ---------------------------------------------------
+
+_PUSH_ERRORS: Final[dict[str, str]] = {
+    "400": "invalid_arguments: not JSON, or a subscription the broker cannot use (the message says why: "
+    "an endpoint that is no allowed push service, keys of the wrong length or off the curve, expired).",
+    "401": "unauthorized: no token, a bad, expired or revoked token, or not a client token.",
+    "403": "forbidden: an admin token (it covers no session).",
+    "404": "push_not_configured (no webpush route), or not_found (DELETE: no such subscription).",
+    "413": "payload_too_large: a body over 4 KiB.",
+    "503": "store_unavailable: retry.",
+}
+
+
+def _push_errors(*statuses: str) -> Schema:
+    return {status: _json(_ref("PushError"), _PUSH_ERRORS[status]) for status in statuses}
+
+
+def _push_error() -> Schema:
+    error = _error()
+    error["properties"]["error"]["properties"]["message"] = {"type": "string", "pattern": "^push: "}
+    return error
+
+
+def _b64url_key(description: str) -> Schema:
+    return {"type": "string", "pattern": "^[A-Za-z0-9_-]+=*$", "description": description}
+
+
+def _push_subscription() -> Schema:
+    return {
+        "type": "object",
+        "description": "PushSubscription.toJSON() as the browser gives it; other keys are ignored.",
+        "required": ["endpoint", "keys"],
+        "properties": {
+            "endpoint": {"type": "string", "maxLength": 1024, "description": "An https URL of a push service."},
+            "expirationTime": {"type": ["number", "null"], "description": "Milliseconds since the epoch, or null."},
+            "keys": {
+                "type": "object",
+                "required": ["p256dh", "auth"],
+                "properties": {
+                    "p256dh": _b64url_key("The browser's P-256 public key (65 bytes), base64url."),
+                    "auth": _b64url_key("The auth secret (16 bytes), base64url."),
+                },
+            },
+        },
+    }
+
+
+def _push_endpoint() -> Schema:
+    return {
+        "type": "object",
+        "required": ["endpoint"],
+        "properties": {"endpoint": {"type": "string", "minLength": 1}},
+    }
+
+
+def _push_key() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["publicKey"],
+        "properties": {"publicKey": _b64url_key("The VAPID public key (65 bytes), base64url without padding.")},
+    }
+
+
+def _push_kept() -> Schema:
+    return {
+        "type": "object",
+        "additionalProperties": False,
+        "required": ["scope", "expiresAt"],
+        "properties": {
+            "scope": {"type": "string", "description": "The token's sid: the sessions the device hears of."},
+            "expiresAt": {"type": "integer", "description": "Unix seconds; post it again to keep it longer."},
+        },
     }

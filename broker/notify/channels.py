@@ -1,8 +1,9 @@
 """Which channel serves a route: one line per kind.
 
 The ``webpush`` kind is built by ``broker/notify/webpush.py`` (``WebPushChannel(route, store,
-vapid)``, with the VAPID keys from the configuration or the data dir); it is imported only
-when a route asks for it, and a build without it stops ``serve`` in one line.
+vapid)``, with the VAPID keys from the configuration or the data dir, the shared HTTP client
+and the allowed push services); it is imported only when a route asks for it (pywebpush and
+its cryptography load then), and a build without it stops ``serve`` in one line.
 """
 
 from __future__ import annotations
@@ -32,11 +33,11 @@ def build_channel(route: Route, *, http: httpx.AsyncClient, store: Store, config
     if route.kind == "email":
         return EmailChannel(route, config.notify_timeout)
     if route.kind == "webpush":
-        return _webpush(route, store, config)
+        return _webpush(route, store, config, http)
     raise ValueError(f"no channel for kind {route.kind!r}")  # (config.py admits only known kinds)
 
 
-def _webpush(route: Route, store: Store, config: Config) -> Channel:
+def _webpush(route: Route, store: Store, config: Config, http: httpx.AsyncClient) -> Channel:
     try:
         webpush: Any = importlib.import_module("broker.notify.webpush")
     except ImportError:
@@ -44,5 +45,7 @@ def _webpush(route: Route, store: Store, config: Config) -> Channel:
         raise SystemExit(
             f'qbroker: {where}: {route.name}: key "kind": webpush is not available in this build'
         ) from None
-    channel: Channel = webpush.WebPushChannel(route, store, webpush.vapid_keys(config))
+    channel: Channel = webpush.WebPushChannel(
+        route, store, webpush.vapid_keys(config), http=http, services=config.push_services
+    )
     return channel

@@ -96,6 +96,15 @@ class Notifier:
         """Whether a route would tell people of this session's questionnaires."""
         return any(channel.route.covers(session_id) for channel in self.channels)
 
+    async def may_bring_someone(self, session_id: str, now: float) -> bool:
+        """Whether a notice may bring a person to this session: a route covers it, and when
+        the only such routes are web push, a device is subscribed for it (else nobody would
+        hear of it, and a long wait for a first client would only delay ``ui_unavailable``)."""
+        covering = self._covering(session_id)
+        if any(channel.kind != "webpush" for channel in covering):
+            return True
+        return bool(covering) and await self.store.has_push_subscription(session_id, now)
+
     def started(self, state: Questionnaire) -> None:
         """A questionnaire was just created (never waits)."""
         self._moment("started", state)

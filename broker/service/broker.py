@@ -139,6 +139,13 @@ class Broker:
         """``client_wait``: the agent's own wait for a first client (None: the broker's);
         ``asked_by``: the ``sub`` of the agent's token (kept with the questionnaire)."""
         own_wait = self.first_client_wait(session_id, client_wait)
+        if (
+            client_wait is None
+            and own_wait is not None
+            and self.notifier is not None
+            and not await self.notifier.may_bring_someone(session_id, self.clock())
+        ):
+            own_wait = None  # (web push routes only, and no device subscribed: nobody will come)
 
         async def write() -> Questionnaire:
             fresh = machine.start(

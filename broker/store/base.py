@@ -17,6 +17,9 @@ What a store keeps, per session (every Redis key carries the ``{sid}`` hash tag)
   (broker/core/revocations.py), each kept until the tokens it covers have expired, with a
   version that changes on every revocation so that brokers polling it read the list only
   when it changed;
+- browser push subscriptions (``broker/core/push.py``), kept per scope (a session id, a
+  prefix pattern or ``*``) and not per session: a subscription hears of every session its
+  scope covers, including sessions that do not exist yet;
 - notifications: after every successful write the store publishes a ``Notice`` to every
   broker process interested in the session: ids, version, status and sequence number, and
   (up to a size limit) the written state itself, so that a receiver can usually act on it
@@ -41,6 +44,7 @@ import msgspec
 
 from broker.core.inbox import Entry
 from broker.core.machine import Questionnaire
+from broker.core.push import PushSubscription
 from broker.core.revocations import Revocation
 
 # Notices carry the written state only up to this size (packed): a questionnaire near the
@@ -253,6 +257,25 @@ class Store(abc.ABC):
         """The list's version and every revocation kept (some may be past their ``until``:
         the caller filters); None when the version is still ``known``, in one cheap read
         (every broker asks twice a second)."""
+
+    # --- browser push subscriptions ---------------------------------------------------
+
+    @abc.abstractmethod
+    async def add_push_subscription(self, subscription: PushSubscription, limit: int) -> None:
+        """Keep ``subscription`` under its scope until its ``expires``, replacing the one of the
+        same endpoint there; a scope keeps at most ``limit``: those due to expire first go."""
+
+    @abc.abstractmethod
+    async def remove_push_subscription(self, scope: str, endpoint: str) -> bool:
+        """Forget the subscription of ``endpoint`` under ``scope``; False when there was none."""
+
+    @abc.abstractmethod
+    async def push_subscriptions(self, session_id: str, now: float) -> list[PushSubscription]:
+        """The subscriptions, not expired at ``now``, whose scope covers ``session_id``."""
+
+    async def has_push_subscription(self, session_id: str, now: float) -> bool:
+        """Whether a subscription covers ``session_id`` (someone may come when pushed)."""
+        return bool(await self.push_subscriptions(session_id, now))
 
     # --- notifications ----------------------------------------------------------------
 

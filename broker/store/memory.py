@@ -22,6 +22,7 @@ from typing import Any
 
 from broker.core.inbox import Entry, next_entry
 from broker.core.machine import Questionnaire
+from broker.core.push import PushSubscription, covering_scopes, subscription_id
 from broker.core.revocations import Revocation
 from broker.speedups.eager import eagerly
 from broker.store.base import (
@@ -102,6 +103,8 @@ class MemoryStore(Store):
         self._pending: set[asyncio.Future[None]] = set()
         self._revocations: dict[str, Revocation] = {}  # Revocation.key -> revocation
         self._revocations_version = 0
+        # Browser push subscriptions: scope -> endpoint's id -> subscription.
+        self._push: dict[str, dict[str, PushSubscription]] = {}
 
     # The memory store measures retention with the wall clock: it is the only clock
     # shared with the states' own timestamps.
@@ -247,6 +250,33 @@ class MemoryStore(Store):
 
     def _is_watched(self, session_id: str) -> bool:
         return any(session_id.startswith(prefix) for prefix in self._watched)
+
+    async def add_push_subscription(self, subscription: PushSubscription, limit: int) -> None:
+        kept = self._push.setdefault(subscription.scope, {})
+        kept.pop(subscription.id, None)
+        for key, other in list(kept.items()):
+            if other.expires <= subscription.created:
+                del kept[key]
+        kept[subscription.id] = subscription
+        others = sorted((key for key in kept if key != subscription.id), key=lambda key: kept[key].expires)
+        for key in others[: max(0, len(kept) - limit)]:  # those due to expire first go
+            del kept[key]
+
+    async def remove_push_subscription(self, scope: str, endpoint: str) -> bool:
+        kept = self._push.get(scope)
+        if kept is None or kept.pop(subscription_id(endpoint), None) is None:
+            return False
+        if not kept:
+            del self._push[scope]
+        return True
+
+    async def push_subscriptions(self, session_id: str, now: float) -> list[PushSubscription]:
+        return [
+            subscription
+            for scope in covering_scopes(session_id)
+            for subscription in self._push.get(scope, {}).values()
+            if subscription.expires > now
+        ]
 
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         (self._subscribed_to_outcomes if outcomes_only else self._subscribed).add(session_id)

@@ -28,6 +28,13 @@ a ``:`` (``alice:``) is answered by its one shard; a shorter one (``ali``, or no
 one Redis in the create script itself; on a cluster, where a script cannot reach another
 slot, in a second script right after it) and leaves it some seconds after nothing of it is
 open any more (store.py); readers put right what a crash in between left out of step.
+
+Browser push subscriptions are kept per scope (a session id, a prefix pattern, ``*``), not
+per session, under one hash tag of their own, ``{/push}`` (``/`` is in no session id), so
+that looking up every scope that covers a session is one script on one slot::
+
+    qb:{/push}:s:<scope>   hash  endpoint's id -> msgpack of PushSubscription
+    qb:{/push}:e:<scope>   zset  endpoint's id, scored by its expiry (Unix seconds)
 """
 
 from __future__ import annotations
@@ -87,3 +94,8 @@ def index_key(shard: int) -> str:
 def inbox_channel(shard: int) -> str:
     """The shard's channel (the index key's name and ``:events``: its scripts spell it so)."""
     return index_key(shard) + ":events"
+
+
+def push_keys(scope: str) -> list[str]:
+    """A scope's push subscriptions and their expiries."""
+    return ["qb:{/push}:s:" + scope, "qb:{/push}:e:" + scope]

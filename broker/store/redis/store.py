@@ -18,6 +18,7 @@ from redis.typing import EncodableT
 
 from broker.core import inbox
 from broker.core.machine import Questionnaire
+from broker.core.push import PushSubscription
 from broker.core.revocations import Revocation
 from broker.store.base import (
     NOTICE_STATE_LIMIT,
@@ -50,6 +51,7 @@ from broker.store.redis.keys import (
 )
 from broker.store.redis.links import PubSub
 from broker.store.redis.notices import created_notice, head_of, notice_prefix, presence_message
+from broker.store.redis.push import PushSubscriptions
 from broker.store.redis.routing import Routing
 from broker.store.redis.scripts import (
     COMPARE_AND_SET,
@@ -134,6 +136,7 @@ class RedisStore(Store):
         self.unindex_after = UNINDEX_AFTER
         self._emptied: dict[str, float] = {}
         self._unindex_timer: asyncio.TimerHandle | None = None
+        self._push = PushSubscriptions(commands)
 
         self._records = records = Records()
         self._subscriptions = subscriptions = Subscriptions(Routing(client, commands.wire), pubsub, records)
@@ -410,6 +413,17 @@ class RedisStore(Store):
                 logger.warning("inbox upkeep failed: %s", exc)
             else:
                 logger.error("inbox upkeep failed", exc_info=exc)
+
+    # --- browser push subscriptions (push.py) -----------------------------------------
+
+    async def add_push_subscription(self, subscription: PushSubscription, limit: int) -> None:
+        await self._push.add(subscription, limit)
+
+    async def remove_push_subscription(self, scope: str, endpoint: str) -> bool:
+        return await self._push.remove(scope, endpoint)
+
+    async def push_subscriptions(self, session_id: str, now: float) -> list[PushSubscription]:
+        return await self._push.covering(session_id, now)
 
     # --- notifications --------------------------------------------------------------
 

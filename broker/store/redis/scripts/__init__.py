@@ -38,6 +38,9 @@ LEAVE: Final = _read("leave.lua")
 PRESENCE: Final = _read("presence.lua")
 REVOKE: Final = _read("revoke.lua")
 REVOCATIONS: Final = _read("revocations.lua")
+PUSH_ADD: Final = _read("push_add.lua")
+PUSH_REMOVE: Final = _read("push_remove.lua")
+PUSH_LIST: Final = _read("push_list.lua")
 
 
 def write_script(body: str, publish: str, *, indexed: bool = False) -> str:
