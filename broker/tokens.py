@@ -150,7 +150,11 @@ class Tokens:
 
     def watch(self, claims: Claims, on_revoked: Callable[[], None]) -> Callable[[], None]:
         """Call ``on_revoked`` (once) if the token with ``claims`` is revoked while the caller
-        holds it; returns the function that stops watching (call it when the connection ends)."""
+        holds it; returns the function that stops watching (call it when the connection ends).
+        A token revoked since its check (while the connection was being set up) is told at once."""
+        if self.revoked(claims):
+            on_revoked()
+            return lambda: None
         key = next(self._ids)
         self._watchers[key] = (claims, on_revoked)
         return lambda: self._watchers.pop(key, None) and None

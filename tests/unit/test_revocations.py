@@ -138,3 +138,11 @@ async def test_a_revocation_whose_time_is_up_no_longer_refuses() -> None:
     await tokens.refresh()  # (the list did not change: its first expiry did)
     assert tokens.revocations_in_force == 0
     assert (await tokens.verify(token, role="agent")).jti == claims.jti
+
+
+async def test_a_token_revoked_between_its_check_and_its_watch_is_told_at_once(tokens: Tokens) -> None:
+    claims = await tokens.verify(mint_token(SECRET, "s", "client", 60), role="client")
+    await tokens.revoke(jti=claims.jti)  # (while the connection was joining its session)
+    told: list[bool] = []
+    tokens.watch(claims, lambda: told.append(True))()
+    assert told == [True]
