@@ -16,6 +16,8 @@
  *     link.mjs           the link in the URL fragment, what it opens, the websockets' URLs
  *     inbox.mjs          the inbox's list, its order and count, the next one to offer
  *     text.mjs           counting characters as the broker does, phrasing
+ *     push.mjs           web push: the key's bytes, the button's states, the broker's answers
+ *     sw-logic.js        the service worker's rules (a classic script sw.js imports)
  *   in the browser:
  *     connection.mjs     the websocket: handshake, pings, reconnecting
  *     view.mjs           the screens and the top bar
@@ -24,6 +26,7 @@
  *     question-view.mjs  the question card; parts.mjs what it shares with the wait
  *     cancel-dialog.mjs  the confirmation before cancelling
  *     secret-dialog.mjs  "This looks like a secret": Edit, or Send anyway
+ *     notify-button.mjs  "Notify me on this device" (push.mjs its rules; sw.js the worker)
  *     notices.mjs        toasts and screen-reader announcements
  *     dom.mjs            $() and h()
  *
@@ -38,6 +41,7 @@ import { $ } from "./dom.mjs";
 import { createInboxPage } from "./inbox-page.mjs";
 import { parseFragment, route, websocketUrl } from "./link.mjs";
 import { announce, toast } from "./notices.mjs";
+import { createNotifyButton } from "./notify-button.mjs";
 import { createSecretDialog } from "./secret-dialog.mjs";
 import { PageState } from "./state.mjs";
 import { forgetToken, rememberedToken } from "./token-memory.mjs";
@@ -47,6 +51,7 @@ let model = new PageState();
 let connection = null; // the session's websocket
 let deadline = { at: null, timer: null };
 let inbox = null; // the inbox (inbox-page.mjs) when the page was opened as one
+let notifyButton = null; // "Notify me on this device", for the page's token
 
 const now = () => Date.now();
 
@@ -166,6 +171,10 @@ function start(note) {
     inbox.stop();
     inbox = null;
   }
+  if (notifyButton) {
+    notifyButton.stop();
+    notifyButton = null;
+  }
   const where = route(parseFragment(window.location.hash), window.location.search, rememberedToken());
   if (where.mode === "setup") {
     view.showSession(null);
@@ -173,6 +182,7 @@ function start(note) {
     onStatus("failed", "No session");
     return;
   }
+  notifyButton = createNotifyButton({ token: where.token });
   if (where.mode === "inbox") {
     inbox = createInboxPage({
       token: where.token,
