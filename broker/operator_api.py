@@ -4,6 +4,8 @@
 before now. Either may say ``"exp"``: the latest expiry of the tokens it covers (``qbroker
 token --json`` prints a token's), after which the revocation is dropped; without it the
 revocation is kept for the longest lifetime a token may have (broker/core/revocations.py).
+An ``exp`` not in the future is refused (broker/tokens.py): it would drop the revocation
+at once and leave its tokens working.
 Answers ``200 {"jti" | "sub", "revokedAt", "keptUntil"}``; errors in the agent API's shape.
 
 Rules: no token or a bad one is 401; a valid agent or client token is 403 (it is a token,

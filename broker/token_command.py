@@ -74,8 +74,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         metavar="UNIX",
-        help="the latest expiry of the tokens revoked (Unix seconds), after which the broker may forget the"
-        " revocation (default: it keeps it for the longest lifetime a token may have)",
+        help="the latest expiry of the tokens revoked (Unix seconds, in the future), after which the broker"
+        " forgets the revocation: a token that expires later works again then (default: it keeps it for the"
+        " longest lifetime a token may have)",
     )
     revoke.add_argument("--token", default=None, help="an admin token (default: $QBROKER_TOKEN, else one minted)")
     revoke.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the broker (default: 10)")

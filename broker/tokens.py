@@ -39,7 +39,7 @@ import jwt
 from broker.auth import ClaimNames, Claims, Role, check_use, hs256_claims, read_claims
 from broker.config import Config
 from broker.core.errors import BrokerError
-from broker.core.revocations import Revocation, Revoked, keep_until
+from broker.core.revocations import Revocation, Revoked, exp_problem, keep_until
 from broker.jwks import ALGORITHMS, KeySet
 from broker.metrics import Metrics
 from broker.store.base import Store, StoreUnavailable
@@ -167,8 +167,12 @@ class Tokens:
 
     async def revoke(self, *, jti: str | None = None, sub: str | None = None, exp: float | None = None) -> Revocation:
         """Revoke the token ``jti``, or every token of holder ``sub`` issued before now;
-        kept until ``exp`` (the latest expiry of the tokens it covers) when given."""
+        kept until ``exp`` (the latest expiry of the tokens it covers) when given, which
+        must be in the future (else ``invalid_arguments``)."""
         now = self._clock()
+        problem = None if exp is None else exp_problem(now, exp)
+        if problem is not None:
+            raise BrokerError("invalid_arguments", problem)
         revocation = Revocation(jti, sub, now, keep_until(now, exp))
         await self._store.revoke(revocation, now)
         await self.refresh()  # this broker at once; the others within REFRESH_INTERVAL

@@ -40,6 +40,19 @@ class Revocation(msgspec.Struct, frozen=True):
         return Revocation(self.jti, self.sub, max(self.at, other.at), max(self.until, other.until))
 
 
+def exp_problem(now: float, exp: float) -> str | None:
+    """Why ``exp`` cannot keep a revocation made ``now``, or None. An ``exp`` not after now
+    would drop the revocation at once while its tokens (whose expiry the broker cannot see)
+    may still be valid, so the call would say "revoked" and change nothing."""
+    if exp > now:
+        return None
+    return (
+        f"exp {exp:.0f} is not in the future (now {now:.0f}): a revocation is kept until exp, which must be"
+        " the latest expiry of the tokens it covers (qbroker token --json prints a token's); leave exp out to"
+        " keep it for the longest lifetime a token may have"
+    )
+
+
 def keep_until(now: float, exp: float | None) -> float:
     """When a revocation made ``now`` may be dropped: at ``exp``, the latest expiry of the
     tokens it covers when the operator gave it, else after ``LONGEST_LIFETIME``."""

@@ -216,6 +216,20 @@ async def test_a_body_of_neither_shape_is_refused_400(deployment: Deployment, bo
     assert says in refusal(await revoke(deployment.agent_url, body), 400, "invalid_arguments")
 
 
+@pytest.mark.parametrize("exp", [1000, 0, "now"])
+async def test_an_exp_not_in_the_future_is_refused_400_and_the_token_keeps_being_checked(
+    deployment: Deployment, sid: str, exp: int | str
+) -> None:
+    doomed = token(sid, "agent", 600)
+    when = int(time.time()) - 1 if exp == "now" else exp
+    message = refusal(
+        await revoke(deployment.agent_url, {"jti": jti_of(doomed), "exp": when}), 400, "invalid_arguments"
+    )
+    assert f"exp {when} is not in the future" in message, message
+    async with Agent(deployment.agent_url, sid, doomed) as agent:  # nothing was revoked
+        tool_result(await agent.delete((await agent.start_pending(single()))["questionnaireId"]))
+
+
 async def test_another_method_is_405_naming_post(deployment: Deployment) -> None:
     async with httpx.AsyncClient(timeout=30) as http:
         for method in ("GET", "PUT", "DELETE"):
@@ -254,6 +268,17 @@ async def test_token_revoke_mints_its_admin_token_from_the_secret(deployment: De
     assert json.loads(run.stdout)["jti"] == doomed["jti"]
     async with Agent(deployment.agent_url, sid, doomed["token"]) as agent:
         assert "token revoked" in error(await agent.start(single()), 401, "unauthorized")
+
+
+async def test_token_revoke_with_a_past_exp_exits_1_with_one_line(deployment: Deployment, sid: str) -> None:
+    with tempfile.TemporaryDirectory() as data_dir:
+        jti = jti_of(token(sid, "agent"))
+        run = qbroker(
+            "token", "revoke", "--url", deployment.agent_url, "--jti", jti, "--exp", "1000", env=broker_env(data_dir)
+        )
+    assert run.returncode == 1 and run.stdout == "", run.stdout
+    assert run.stderr.startswith("qbroker token revoke: invalid_arguments: revocations: exp 1000 is not in the future")
+    assert run.stderr.count("\n") == 1, run.stderr
 
 
 async def test_token_revoke_uses_an_admin_token_from_qbroker_token(deployment: Deployment, sid: str) -> None:

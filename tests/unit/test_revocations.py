@@ -8,7 +8,7 @@ import pytest
 from broker.auth import mint_token
 from broker.config import Config
 from broker.core.errors import BrokerError
-from broker.core.revocations import LONGEST_LIFETIME, Revocation, Revoked, keep_until
+from broker.core.revocations import LONGEST_LIFETIME, Revocation, Revoked, exp_problem, keep_until
 from broker.store.memory import MemoryStore
 from broker.tokens import Tokens
 
@@ -59,6 +59,13 @@ def test_a_revocation_is_kept_until_the_given_expiry_else_for_the_longest_lifeti
     assert keep_until(NOW, NOW + 3600) == NOW + 3600
     assert keep_until(NOW, None) == NOW + LONGEST_LIFETIME
     assert Revocation("x", None, NOW, NOW).key == "j:x" and Revocation(None, "x", NOW, NOW).key == "s:x"
+
+
+@pytest.mark.parametrize("exp", [1000.0, NOW - 1, NOW])
+def test_an_exp_not_in_the_future_is_a_problem_as_it_would_drop_the_revocation_at_once(exp: float) -> None:
+    problem = exp_problem(NOW, exp)
+    assert problem is not None and "is not in the future" in problem and "leave exp out" in problem
+    assert exp_problem(NOW, NOW + 1) is None
 
 
 # --- the broker's check ---------------------------------------------------------------------
@@ -138,6 +145,17 @@ async def test_a_revocation_whose_time_is_up_no_longer_refuses() -> None:
     await tokens.refresh()  # (the list did not change: its first expiry did)
     assert tokens.revocations_in_force == 0
     assert (await tokens.verify(token, role="agent")).jti == claims.jti
+
+
+async def test_an_exp_in_the_past_is_refused_and_one_at_the_tokens_expiry_holds(tokens: Tokens) -> None:
+    token = mint_token(SECRET, "s", "agent", 60)
+    claims = await tokens.verify(token, role="agent")
+    with pytest.raises(BrokerError) as refusal:
+        await tokens.revoke(jti=claims.jti, exp=1000.0)
+    assert refusal.value.code == "invalid_arguments" and "not in the future" in refusal.value.message
+    assert tokens.revocations_in_force == 0  # nothing was written
+    await tokens.revoke(jti=claims.jti, exp=claims.exp)
+    assert await refused(tokens, token) == "token revoked"
 
 
 async def test_a_token_revoked_between_its_check_and_its_watch_is_told_at_once(tokens: Tokens) -> None:
