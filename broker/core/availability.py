@@ -16,6 +16,13 @@ person a fresh grace period to come back. A change nobody saw (the agent resumed
 client was connected) must bring the person back as a start does, so it waits at least the
 questionnaire's own first-client wait: a notification sent for the resume gives them the
 same time to arrive as one sent for the start.
+
+An inbox socket covering the session holds its questionnaires as a client would: while one
+is connected, on any process, nothing becomes unavailable, and after the last one goes they
+wait at least the reconnect grace more (a reload of the inbox page loses nothing); then the
+rules above apply as if it had never been there. It does not count as a client of the
+session (the inbox's ``clients`` and the notifications' "nobody is connected" are about
+the session's own sockets).
 """
 
 from __future__ import annotations
@@ -46,8 +53,20 @@ def deadline(
     *,
     client_wait: float,
     reconnect_grace: float,
+    inbox_until: float | None = None,
 ) -> Deadline | None:
-    """When ``state`` becomes unavailable if nobody connects, or None if it cannot."""
+    """When ``state`` becomes unavailable if nobody connects, or None if it cannot.
+    ``inbox_until``: until when an inbox socket covering the session is known connected
+    (its last heartbeat's expiry, on any process; None: never)."""
+    due = _deadline(state, clients, last_seen, client_wait, reconnect_grace)
+    if due is None or inbox_until is None:
+        return due
+    return Deadline(max(due.at, inbox_until + reconnect_grace), due.reason)
+
+
+def _deadline(
+    state: Questionnaire, clients: int, last_seen: float | None, client_wait: float, reconnect_grace: float
+) -> Deadline | None:
     if clients > 0 or state.status != "in_progress":
         return None
     if last_seen is None or last_seen < state.created_at:
@@ -65,7 +84,10 @@ def expired(
     *,
     client_wait: float,
     reconnect_grace: float,
+    inbox_until: float | None = None,
 ) -> Reason | None:
     """The reason ``state`` is unavailable at ``now``, or None while someone may still answer."""
-    due = deadline(state, clients, last_seen, client_wait=client_wait, reconnect_grace=reconnect_grace)
+    due = deadline(
+        state, clients, last_seen, client_wait=client_wait, reconnect_grace=reconnect_grace, inbox_until=inbox_until
+    )
     return due.reason if due is not None and now >= due.at else None

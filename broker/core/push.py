@@ -15,14 +15,11 @@ import base64
 import binascii
 import hashlib
 import math
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 import msgspec
-
-from broker.core.scopes import ANY
-from broker.core.wire import MAX_SESSION_ID
 
 MAX_BODY_BYTES: Final = 4096  # a browser's subscription is ~400 bytes
 MAX_ENDPOINT: Final = 1024
@@ -67,15 +64,6 @@ class InvalidSubscription(ValueError):
 def subscription_id(endpoint: str) -> str:
     """A short stable name for an endpoint (a store's field name; never shown)."""
     return hashlib.sha256(endpoint.encode()).hexdigest()[:32]
-
-
-def covering_scopes(session_id: str) -> Iterator[str]:
-    """Every scope that covers ``session_id``: itself, each of its prefixes with ``*``, and
-    ``*``. A store looks these few names up instead of scanning every subscription."""
-    yield session_id
-    for end in range(min(len(session_id), MAX_SESSION_ID), 0, -1):
-        yield session_id[:end] + "*"
-    yield ANY
 
 
 class PushService(msgspec.Struct, frozen=True):

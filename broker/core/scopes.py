@@ -16,6 +16,7 @@ hold which scopes is a rule of the tokens (broker/auth.py), not of the scopes.
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from typing import Final
 
 from broker.core.wire import MAX_SESSION_ID, SESSION_ID_ALPHABET, is_session_id
@@ -58,3 +59,12 @@ def covers(scope: str, session_id: str) -> bool:
         return True
     # (endswith first: a session id, the usual scope, is turned down without a regex)
     return scope.endswith("*") and is_pattern(scope) and session_id.startswith(scope[:-1])
+
+
+def covering_scopes(session_id: str) -> Iterator[str]:
+    """Every scope that covers ``session_id``: itself, each of its prefixes with ``*``, and
+    ``*``. A store keyed by scope looks these few names up instead of scanning every scope."""
+    yield session_id
+    for end in range(min(len(session_id), MAX_SESSION_ID), 0, -1):
+        yield session_id[:end] + "*"
+    yield ANY

@@ -67,7 +67,7 @@ class Broker:
             from broker.notify.triggers import Notifier  # (its HTTP and SMTP clients only when used)
 
             self.notifier = Notifier(config, store, self.metrics, routes, self.hubs, clock)
-        self.inbox = InboxFeed(store, self.fanout, self.metrics, clock)
+        self.inbox = InboxFeed(store, self.fanout, self.metrics, clock, heartbeat_ttl=presence_ttl(config))
         self.background = Background(config, store, clock, self.fanout, self.inbox)
 
     # --- life cycle ------------------------------------------------------------------

@@ -112,8 +112,18 @@ class Followed:
 class InboxFeed:
     """This process's inbox sockets and the sessions they cover, kept in step with the store."""
 
-    def __init__(self, store: Store, fanout: Fanout, metrics: Metrics, clock: Callable[[], float]) -> None:
+    def __init__(
+        self,
+        store: Store,
+        fanout: Fanout,
+        metrics: Metrics,
+        clock: Callable[[], float],
+        heartbeat_ttl: float | None = None,
+    ) -> None:
         self.store = store
+        # How long a heartbeat of this process's inbox scopes lasts (None: none are sent);
+        # the sockets hold the questionnaires of the sessions they cover (core/availability.py).
+        self.heartbeat_ttl = heartbeat_ttl
         self.fanout = fanout
         self.metrics = metrics
         self.clock = clock
@@ -126,6 +136,15 @@ class InboxFeed:
     def sockets(self, scope: str) -> int:
         """Inbox sockets of this process with ``scope``."""
         return self._by_scope[scope]
+
+    def scopes(self) -> list[str]:
+        """The scopes of this process's inbox sockets, once each."""
+        return list(self._by_scope)
+
+    async def heartbeat(self, scopes: list[str]) -> None:
+        """Tell the store these scopes have an inbox socket here (raises ``StoreUnavailable``)."""
+        if self.heartbeat_ttl is not None and scopes:
+            await self.store.inbox_heartbeat(scopes, self.heartbeat_ttl, self.clock())
 
     # --- sockets ---------------------------------------------------------------------
 
@@ -140,6 +159,7 @@ class InboxFeed:
         # The store watches the prefix, or the one session (its creates and presence changes).
         await self.store.watch_inbox(_watched(watcher.scope))
         self._store_watched.add(watcher)
+        await self.heartbeat([watcher.scope])  # at once: a questionnaire started now is held
         session_ids = [watcher.scope] if prefix is None else await self.store.open_sessions(prefix)
         await self._follow([sid for sid in session_ids if covers(watcher.scope, sid)])
         # No await from here on: the list and the changes after it cannot cross.

@@ -78,5 +78,12 @@ class Background:
                         unavailable += 1
                     except Exception:  # a bug, logged: the other clients still beat
                         log.exception("heartbeat failed", extra={"session": hub.session_id, "client": client_id})
+            if self.inbox is not None:
+                try:
+                    await self.inbox.heartbeat(self.inbox.scopes())
+                except StoreUnavailable:
+                    unavailable += 1
+                except Exception:
+                    log.exception("inbox heartbeat failed")
             if unavailable:
                 log.warning("heartbeats failed: store unavailable", extra={"clients": unavailable})

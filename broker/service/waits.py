@@ -131,12 +131,15 @@ class AgentWaits:
         if now < earliest:
             return state, earliest
         presence = await self.store.presence(state.session_id, now)
+        # An inbox socket covering the session holds it too (read only when no client does).
+        inbox_until = None if presence.clients else await self.store.inbox_until(state.session_id)
         due = availability.deadline(
             state,
             presence.clients,
             presence.last_seen,
             client_wait=self.config.client_wait,
             reconnect_grace=self.config.reconnect_grace,
+            inbox_until=inbox_until,
         )
         if due is None:  # someone is there; they may leave without a write telling us
             return state, now + self.config.reconcile_interval

@@ -51,6 +51,9 @@ from broker.core.revocations import Revocation
 # input limit would otherwise cost every subscriber a megabyte per toggle. Larger states
 # are read from the store by whoever needs them.
 NOTICE_STATE_LIMIT = 64 * 1024
+# An inbox socket's last heartbeat is kept this long after it lapsed: longer than any
+# reconnect grace it extends, short enough that the scopes of past sockets do not pile up.
+INBOX_SOCKETS_KEPT = 3600.0
 
 
 class Record:
@@ -314,6 +317,17 @@ class Store(abc.ABC):
     @abc.abstractmethod
     async def unwatch_inbox(self, prefix: str) -> None:
         """Undo one ``watch_inbox(prefix)``."""
+
+    @abc.abstractmethod
+    async def inbox_heartbeat(self, scopes: list[str], ttl: float, now: float) -> None:
+        """Inbox sockets with these scopes are connected (on this process) until ``now + ttl``
+        (call again before it lapses): they hold the questionnaires of the sessions they
+        cover (core/availability.py)."""
+
+    @abc.abstractmethod
+    async def inbox_until(self, session_id: str) -> float | None:
+        """Until when an inbox socket covering ``session_id`` is known connected, on any
+        process (the latest expiry of a heartbeat of a covering scope; None: none kept)."""
 
     # --- life cycle -------------------------------------------------------------------
 

@@ -22,10 +22,12 @@ from typing import Any
 
 from broker.core.inbox import Entry, next_entry
 from broker.core.machine import Questionnaire
-from broker.core.push import PushSubscription, covering_scopes, subscription_id
+from broker.core.push import PushSubscription, subscription_id
 from broker.core.revocations import Revocation
+from broker.core.scopes import covering_scopes
 from broker.speedups.eager import eagerly
 from broker.store.base import (
+    INBOX_SOCKETS_KEPT,
     Head,
     Notice,
     NoticeHandler,
@@ -97,6 +99,7 @@ class MemoryStore(Store):
         self._subscribed: set[str] = set()  # every write's notices
         self._subscribed_to_outcomes: set[str] = set()  # only outcomes' notices
         self._watched: Counter[str] = Counter()  # prefixes whose creates and presence are told
+        self._inbox_sockets: dict[str, float] = {}  # scope -> until when an inbox socket has it
         self._on_notice: NoticeHandler | None = None
         self._on_presence: PresenceHandler | None = None
         self._loop: asyncio.AbstractEventLoop | None = None  # (get_running_loop() is a system call on 3.11)
@@ -247,6 +250,17 @@ class MemoryStore(Store):
             self._watched.pop(prefix, None)
         else:
             self._watched[prefix] -= 1
+
+    async def inbox_heartbeat(self, scopes: list[str], ttl: float, now: float) -> None:
+        for scope in scopes:
+            self._inbox_sockets[scope] = max(self._inbox_sockets.get(scope, 0.0), now + ttl)
+        for scope, until in list(self._inbox_sockets.items()):  # (a few per person: swept here)
+            if until < now - INBOX_SOCKETS_KEPT:
+                del self._inbox_sockets[scope]
+
+    async def inbox_until(self, session_id: str) -> float | None:
+        kept = [self._inbox_sockets.get(scope) for scope in covering_scopes(session_id)]
+        return max((until for until in kept if until is not None), default=None)
 
     def _is_watched(self, session_id: str) -> bool:
         return any(session_id.startswith(prefix) for prefix in self._watched)

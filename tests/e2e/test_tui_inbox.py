@@ -54,8 +54,8 @@ TONE: dict[str, Any] = {
 
 @pytest.fixture(scope="module")
 def live() -> Iterator[BrokerProcess]:
-    # An inbox is not a client of the sessions it lists (protocol.md, The inbox): a questionnaire
-    # waits unattended until its session is opened. The person here takes their time.
+    # The questionnaires are asked before the inbox opens (an open inbox holds them, protocol.md,
+    # "When nobody is there"), and a loaded machine may take seconds to open it.
     with broker(client_wait=120, reconnect_grace=120) as process:
         yield process
 

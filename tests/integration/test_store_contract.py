@@ -450,6 +450,31 @@ async def test_presence_counts_per_session(store: Store) -> None:
     assert await store.presence(other, NOW) == Presence(0, None)
 
 
+# --- inbox sockets -------------------------------------------------------------------
+# (never the scope "*" here: the stores of this module share one Redis, and it would hold
+# every session of every other test)
+
+
+async def test_no_inbox_socket_ever_covered_a_new_session(store: Store) -> None:
+    assert await store.inbox_until(new_session()) is None
+
+
+async def test_an_inbox_heartbeat_holds_the_sessions_its_scopes_cover_until_its_ttl(store: Store) -> None:
+    sid = new_session()
+    pattern = sid[: len(sid) // 2] + "*"
+    await store.inbox_heartbeat([pattern], ttl=15, now=NOW)
+    assert await store.inbox_until(sid) == NOW + 15
+    assert await store.inbox_until(new_session()) is None  # a session the pattern does not cover
+
+
+async def test_the_latest_heartbeat_of_every_covering_scope_counts(store: Store) -> None:
+    sid = new_session()
+    await store.inbox_heartbeat([sid + "*", sid], ttl=15, now=NOW)
+    await store.inbox_heartbeat([sid[:-4] + "*"], ttl=15, now=NOW + 5)
+    await store.inbox_heartbeat([sid], ttl=15, now=NOW - 100)  # a late, older beat changes nothing
+    assert await store.inbox_until(sid) == NOW + 20
+
+
 # --- claims ---------------------------------------------------------------------------
 
 

@@ -102,6 +102,38 @@ def test_a_client_that_left_after_the_last_change_gets_the_grace_whatever_its_ow
     assert due(state, 0, T0 + 50) == Deadline(T0 + 50 + GRACE, "ui_error")
 
 
+def test_an_inbox_covering_the_session_holds_a_questionnaire_nobody_opened() -> None:
+    state = new_questionnaire()
+    inbox_until = T0 + 600  # an inbox socket's heartbeats reach this far
+    held = deadline(state, 0, None, client_wait=WAIT, reconnect_grace=GRACE, inbox_until=inbox_until)
+    assert held == Deadline(inbox_until + GRACE, "ui_unavailable")
+    at = T0 + 600 + GRACE
+    assert expired(state, 0, None, at - 0.001, client_wait=WAIT, reconnect_grace=GRACE, inbox_until=inbox_until) is None
+    assert expired(state, 0, None, at, client_wait=WAIT, reconnect_grace=GRACE, inbox_until=inbox_until) == (
+        "ui_unavailable"
+    )
+
+
+def test_an_inbox_that_left_long_ago_changes_nothing() -> None:
+    state = new_questionnaire()
+    assert deadline(state, 0, None, client_wait=WAIT, reconnect_grace=GRACE, inbox_until=T0 - 1000) == due(
+        state, 0, None
+    )
+
+
+def test_an_inbox_holds_a_questionnaire_whose_clients_left_for_the_grace_after_it_goes() -> None:
+    state = answer(new_questionnaire(), "a", now=T0 + 2)
+    held = deadline(state, 0, T0 + 10, client_wait=WAIT, reconnect_grace=GRACE, inbox_until=T0 + 300)
+    assert held == Deadline(T0 + 300 + GRACE, "ui_error")
+
+
+def test_an_inbox_holds_nothing_that_has_no_deadline() -> None:
+    assert deadline(new_questionnaire(), 1, None, client_wait=WAIT, reconnect_grace=GRACE, inbox_until=T0) is None
+    assert (
+        deadline(clarify(new_questionnaire()), 0, None, client_wait=WAIT, reconnect_grace=GRACE, inbox_until=T0) is None
+    )
+
+
 @pytest.mark.parametrize("clients", [0, 1])
 def test_a_questionnaire_waiting_for_the_agent_never_expires(clients: int) -> None:
     state = clarify(new_questionnaire())

@@ -9,12 +9,11 @@ from broker.core.push import (
     MAX_LIFETIME,
     InvalidSubscription,
     check_endpoint,
-    covering_scopes,
     lifetime_end,
     parse_push_services,
     parse_subscription,
 )
-from broker.core.scopes import covers
+from broker.core.scopes import covering_scopes, covers
 
 SERVICES = parse_push_services(",".join(DEFAULT_PUSH_SERVICES))
 KEYS = {"p256dh": "B" + "A" * 86, "auth": "A" * 22}

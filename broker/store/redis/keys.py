@@ -71,6 +71,10 @@ def presence_keys(session_id: str) -> list[str]:
 
 
 REVOCATIONS_KEYS = ["qb:{!revocations}:list", "qb:{!revocations}:version"]
+# The scopes of connected inbox sockets (a sorted set, scope -> until when): one small key,
+# written once per heartbeat interval per broker (not per socket) and read only when a
+# questionnaire nobody answers nears its deadline.
+INBOX_SOCKETS_KEY = "qb:{!inbox-sockets}:scopes"
 
 
 def inbox_key(session_id: str) -> str:

@@ -13,7 +13,8 @@ from typing import Final
 import msgspec
 from redis.typing import EncodableT
 
-from broker.core.push import PushSubscription, covering_scopes, subscription_id
+from broker.core.push import PushSubscription, subscription_id
+from broker.core.scopes import covering_scopes
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import reachable
 from broker.store.redis.keys import push_keys

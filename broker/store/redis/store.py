@@ -20,7 +20,9 @@ from broker.core import inbox
 from broker.core.machine import Questionnaire
 from broker.core.push import PushSubscription
 from broker.core.revocations import Revocation
+from broker.core.scopes import covering_scopes
 from broker.store.base import (
+    INBOX_SOCKETS_KEPT,
     NOTICE_STATE_LIMIT,
     Head,
     NoticeHandler,
@@ -36,6 +38,7 @@ from broker.store.records import Records
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import reachable
 from broker.store.redis.keys import (
+    INBOX_SOCKETS_KEY,
     REVOCATIONS_KEYS,
     channel_for,
     claim_key,
@@ -352,6 +355,21 @@ class RedisStore(Store):
             if self._watching[shard] <= 0:
                 del self._watching[shard]
                 await self._subscriptions.unsubscribe_inbox(inbox_channel(shard).encode())
+
+    async def inbox_heartbeat(self, scopes: list[str], ttl: float, now: float) -> None:
+        if not scopes:
+            return
+        pairs: list[EncodableT] = []
+        for scope in scopes:
+            pairs += [repr(now + ttl), scope]
+        with reachable("inbox heartbeat"):
+            await self._commands.command("ZADD", INBOX_SOCKETS_KEY, "GT", *pairs)
+            await self._commands.command("ZREMRANGEBYSCORE", INBOX_SOCKETS_KEY, "-inf", repr(now - INBOX_SOCKETS_KEPT))
+
+    async def inbox_until(self, session_id: str) -> float | None:
+        with reachable("inbox_until"):
+            kept = await self._commands.command("ZMSCORE", INBOX_SOCKETS_KEY, *covering_scopes(session_id))
+        return max((float(until) for until in kept if until is not None), default=None)
 
     async def _index_session(self, session_id: str, created: bytes) -> None:
         """Add the session to its index shard (and publish ``created``, a create's notice, on
