@@ -167,7 +167,10 @@ class InboxFeed:
         for followed in self.sessions.values():
             if covers(watcher.scope, followed.session_id):
                 followed.watchers.add(watcher)
-                followed.idle_since = None
+                if followed.entries:
+                    followed.idle_since = None
+                elif followed.idle_since is None:  # (nothing open: dropped after a while)
+                    followed.idle_since = time.monotonic()
                 rows.extend(followed.rows())
         watcher.ready = True
         watcher.deliver(Encoded(inbox.inbox_frame(rows)))

@@ -241,3 +241,20 @@ async def test_a_write_heard_while_a_session_is_first_read_is_applied_after_the_
         assert followed.entries[state.id].index == 1 and followed.heard == []
     finally:
         await broker.stop()
+
+
+async def test_a_socket_that_connects_keeps_no_empty_session_followed(
+    broker: Broker, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(inbox_module, "FOLLOW_LINGER", 0.0)
+    sid = tenant() + "one"
+    state = await created(broker, sid)
+    first = await watching(broker, sid)
+    await written(broker, state, machine.Cancel(state.id, 0))
+    await eventually(lambda: first.of("inbox_removed"), what="the removal")
+
+    second = await watching(broker, sid)  # the session is followed, with nothing open
+
+    await broker.inbox.reconcile()
+    assert broker.inbox.sessions == {}
+    assert second.frames == [{"type": "inbox", "items": []}]
