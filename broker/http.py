@@ -163,9 +163,11 @@ def check_session(claims: Claims, session_id: str) -> None:
 
 async def unknown_endpoint(scope: Scope, send: Send) -> None:
     """A JSON 404 for any other path under /v1/: a wrong base URL (``--url .../v1``) or a
-    typo is told what the API's paths are, in the API's own error shape."""
+    typo is told what the API's paths are, in the API's own error shape. The message says
+    ``questionnaire:`` first, as the agent API's do, only when the path was meant for it."""
+    prefix = "questionnaire: " if "/questionnaire" in scope["path"] else ""
     message = (
-        f"questionnaire: no such endpoint: {scope['method']} {scope['path']}; the agent API is "
+        f"{prefix}no such endpoint: {scope['method']} {scope['path']}; the agent API is "
         "POST /v1/sessions/{sid}/questionnaire and GET/DELETE /v1/sessions/{sid}/questionnaires/{id}, "
         "the MCP endpoint /mcp and /v1/sessions/{sid}/mcp, the client websocket /v1/sessions/{sid}/ws, the"
         " inbox GET /v1/inbox and /v1/inbox/ws, the operator's POST /v1/revocations (is the broker URL its"

@@ -5,10 +5,11 @@ HS256 token with the broker's secret (``--secret``, else ``QBROKER_SECRET``, els
 dir's secret file, as ``qbroker serve`` finds it). ``--json`` prints ``{"token", "jti",
 "exp"}`` (``exp`` null for ``--ttl never``), so a script can keep the id it may revoke.
 
-``qbroker token revoke --url URL (--jti ID | --sub NAME) [--exp UNIX]`` calls ``POST
-/v1/revocations`` with an admin token: ``--token``/``QBROKER_TOKEN`` when it holds one, else
-one minted for the call (valid a minute) from the secret when this command has it; any
-other token is sent as it is (the broker then says why it refuses).
+``qbroker token revoke [--url URL] (--jti ID | --sub NAME) [--exp UNIX]`` calls ``POST
+/v1/revocations`` on the broker at ``--url`` (default ``QBROKER_URL``; its base URL, a
+trailing ``/v1`` is taken off) with an admin token: ``--token``/``QBROKER_TOKEN`` when it
+holds one, else one minted for the call (valid a minute) from the secret when this command
+has it; any other token is sent as it is (the broker then says why it refuses).
 """
 
 from __future__ import annotations
@@ -24,13 +25,14 @@ import jwt
 from broker.auth import DEFAULT_TTL, ROLES, mint_token, parse_ttl, weak_secret
 
 REVOKE_TOKEN_TTL = 60.0  # the admin token minted for one revocation call
+REVOCATIONS_PATH = "/v1/revocations"  # (broker/operator_api.py's; this command only calls it)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     # --session and --role are required to mint; ``revoke`` takes neither (checked in run).
     parser.usage = (
         "%(prog)s --session S --role {agent,client,admin} [--sub NAME] [--ttl DURATION] [--json] [--secret SECRET]"
-        " [--data-dir DIR]\n       %(prog)s revoke --url URL (--jti ID | --sub NAME) [--exp UNIX] [...]"
+        " [--data-dir DIR]\n       %(prog)s revoke [--url URL] (--jti ID | --sub NAME) [--exp UNIX] [...]"
     )
     parser.add_argument(
         "--session",
@@ -57,14 +59,20 @@ def configure(parser: argparse.ArgumentParser) -> None:
     _secret_options(parser)
     parser.set_defaults(_token_parser=parser, action=None)
     actions = parser.add_subparsers(dest="action", metavar="ACTION")
+    # Its own prog and usage: argparse would otherwise put the whole of the parent's usage
+    # (two lines here) in front of "revoke".
     revoke = actions.add_parser(
         "revoke",
+        prog=f"{parser.prog} revoke",
+        usage="%(prog)s [--url URL] (--jti ID | --sub NAME) [--exp UNIX] [--token TOKEN]"
+        " [--timeout SECONDS] [--secret SECRET] [--data-dir DIR]",
         help="revoke one token (--jti) or every token of a holder issued before now (--sub) on a running broker",
         description="Revoke tokens on a running broker (POST /v1/revocations, with an admin token).",
     )
-    url = os.environ.get("QBROKER_URL")
     revoke.add_argument(
-        "--url", default=url, required=url is None, help="the broker's base URL (default: $QBROKER_URL)"
+        "--url",
+        default=None,
+        help="the broker's base URL, as in http://127.0.0.1:8700 (default: $QBROKER_URL; a trailing /v1 is taken off)",
     )
     which = revoke.add_mutually_exclusive_group(required=True)
     which.add_argument("--jti", help="the id of the token to revoke (qbroker token --json prints it)")
@@ -79,8 +87,11 @@ def configure(parser: argparse.ArgumentParser) -> None:
         " longest lifetime a token may have)",
     )
     revoke.add_argument("--token", default=None, help="an admin token (default: $QBROKER_TOKEN, else one minted)")
-    revoke.add_argument("--timeout", type=float, default=10.0, help="seconds to wait for the broker (default: 10)")
+    revoke.add_argument(
+        "--timeout", type=float, default=10.0, metavar="SECONDS", help="seconds to wait for the broker (default: 10)"
+    )
     _secret_options(revoke)
+    revoke.set_defaults(_revoke_parser=revoke)
 
 
 def _secret_options(parser: argparse.ArgumentParser) -> None:
@@ -89,7 +100,7 @@ def _secret_options(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="signing secret (default: $QBROKER_SECRET, else the secret file in the data dir)",
     )
-    parser.add_argument("--data-dir", default=None, help="data dir holding the generated secret")
+    parser.add_argument("--data-dir", default=None, metavar="DIR", help="data dir holding the generated secret")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -124,6 +135,9 @@ def run(args: argparse.Namespace) -> int:
 def run_revoke(args: argparse.Namespace) -> int:
     import httpx
 
+    base = args.url or os.environ.get("QBROKER_URL") or ""
+    if not base.strip():
+        args._revoke_parser.error("no broker URL: give --url URL or set QBROKER_URL (the broker's base URL)")
     token = _admin_token(args)
     if token is None:
         print(
@@ -135,7 +149,7 @@ def run_revoke(args: argparse.Namespace) -> int:
     body: dict[str, Any] = {"jti": args.jti} if args.jti is not None else {"sub": args.revoke_sub}
     if args.exp is not None:
         body["exp"] = args.exp
-    url = args.url.rstrip("/") + "/v1/revocations"
+    url = broker_base(base) + REVOCATIONS_PATH
     try:
         response = httpx.post(url, json=body, headers={"Authorization": f"Bearer {token}"}, timeout=args.timeout)
     except httpx.HTTPError as exc:
@@ -166,6 +180,16 @@ def _admin_token(args: argparse.Namespace) -> str | None:
     if secret:
         return mint_token(secret, "*", "admin", REVOKE_TOKEN_TTL)
     return given
+
+
+def broker_base(url: str) -> str:
+    """The broker's base URL from ``url``, without a trailing slash, ``/v1`` or the whole
+    revocations path (``$QBROKER_URL`` set to the API's root, or a pasted endpoint)."""
+    base = url.strip().rstrip("/")
+    for tail in (REVOCATIONS_PATH, "/v1"):
+        if base.endswith(tail):
+            base = base[: -len(tail)].rstrip("/")
+    return base
 
 
 def _role_of(token: str) -> object:

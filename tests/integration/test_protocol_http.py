@@ -524,17 +524,25 @@ async def test_head_on_a_questionnaire_is_its_get_without_a_body(agent: Agent) -
         "/v1/sessions/s/x/questionnaire",
         "/v1/v1/sessions/s/questionnaire",  # a broker URL given with /v1 on it
         "/v1/nothing",
+        "/v1/v1/revocations",
+        "/v1/v1/inbox",
     ],
 )
 async def test_paths_beside_the_agent_api_are_not_found(deployment: Deployment, path: str) -> None:
-    # In the API's own JSON error shape, saying what its paths are, for any method.
+    # In the API's own JSON error shape, saying what its paths are, for any method; the
+    # agent API's "questionnaire:" first only for a path meant for it.
     async with httpx.AsyncClient() as http:
         for method in ("POST", "GET", "DELETE"):
             response = await http.request(
                 method, f"{deployment.agent_url}{path}", headers={"Authorization": f"Bearer {token('s', 'agent')}"}
             )
-            message = error(response, 404, "not_found")
-            assert f"no such endpoint: {method} {path};" in message
+            if "/questionnaire" in path:
+                message = error(response, 404, "not_found")
+                assert message.startswith(f"questionnaire: no such endpoint: {method} {path};"), message
+            else:
+                assert response.status_code == 404 and response.json()["error"]["code"] == "not_found"
+                message = response.json()["error"]["message"]
+                assert message.startswith(f"no such endpoint: {method} {path};"), message
             assert "POST /v1/sessions/{sid}/questionnaire" in message
 
 

@@ -270,6 +270,38 @@ async def test_token_revoke_mints_its_admin_token_from_the_secret(deployment: De
         assert "token revoked" in error(await agent.start(single()), 401, "unauthorized")
 
 
+async def test_token_revoke_takes_the_url_from_qbroker_url_and_the_api_root_too(
+    deployment: Deployment, sid: str
+) -> None:
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = broker_env(data_dir)
+        for url in (deployment.agent_url, f"{deployment.agent_url}/v1", f"{deployment.agent_url}/v1/"):
+            env["QBROKER_URL"] = url
+            jti = jti_of(token(sid, "agent"))
+            run = qbroker("token", "revoke", "--jti", jti, env=env)
+            assert run.returncode == 0 and json.loads(run.stdout)["jti"] == jti, (url, run.stderr)
+        del env["QBROKER_URL"]
+        jti = jti_of(token(sid, "agent"))
+        run = qbroker("token", "revoke", "--url", f"{deployment.agent_url}/v1", "--jti", jti, env=env)
+        assert run.returncode == 0 and json.loads(run.stdout)["jti"] == jti, run.stderr
+        run = qbroker("token", "revoke", "--jti", "x", env=env)
+    assert run.returncode == 1 and run.stdout == ""
+    usage, said = run.stderr.splitlines()
+    assert usage.startswith("usage: qbroker token revoke [--url URL] (--jti ID | --sub NAME)"), usage
+    assert (
+        said == "qbroker token revoke: error: no broker URL: give --url URL or set QBROKER_URL (the broker's base URL)"
+    )
+
+
+def test_token_revoke_help_names_qbroker_url_under_a_usage_of_its_own() -> None:
+    with tempfile.TemporaryDirectory() as data_dir:
+        run = qbroker("token", "revoke", "--help", env=broker_env(data_dir))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.startswith("usage: qbroker token revoke [--url URL] (--jti ID | --sub NAME) [--exp UNIX]")
+    assert run.stdout.split("\n\n")[0].count("usage:") == 1 and "revoke\n" not in run.stdout  # not the parent's
+    assert "$QBROKER_URL" in " ".join(run.stdout.split())
+
+
 async def test_token_revoke_with_a_past_exp_exits_1_with_one_line(deployment: Deployment, sid: str) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         jti = jti_of(token(sid, "agent"))
