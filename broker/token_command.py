@@ -8,21 +8,25 @@ dir's secret file, as ``qbroker serve`` finds it). ``--json`` prints ``{"token",
 ``qbroker token revoke [--url URL] (--jti ID | --sub NAME) [--exp UNIX]`` calls ``POST
 /v1/revocations`` on the broker at ``--url`` (default ``QBROKER_URL``; its base URL, a
 trailing ``/v1`` is taken off) with an admin token: ``--token``/``QBROKER_TOKEN`` when it
-holds one, else one minted for the call (valid a minute) from the secret when this command
-has it; any other token is sent as it is (the broker then says why it refuses).
+holds one, else one minted for the call (valid a minute, held by ``--by``, by default
+``qbroker-cli:<user>@<host>``, so that the broker's log says who revoked) from the secret
+when this command has it; any other token is sent as it is (the broker then says why it
+refuses).
 """
 
 from __future__ import annotations
 
 import argparse
+import getpass
 import json
 import os
+import socket
 import sys
 from typing import Any
 
 import jwt
 
-from broker.auth import DEFAULT_TTL, ROLES, mint_token, parse_ttl, weak_secret
+from broker.auth import DEFAULT_TTL, MAX_SUB, ROLES, mint_token, parse_ttl, sub_problem, weak_secret
 
 REVOKE_TOKEN_TTL = 60.0  # the admin token minted for one revocation call
 REVOCATIONS_PATH = "/v1/revocations"  # (broker/operator_api.py's; this command only calls it)
@@ -64,7 +68,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
     revoke = actions.add_parser(
         "revoke",
         prog=f"{parser.prog} revoke",
-        usage="%(prog)s [--url URL] (--jti ID | --sub NAME) [--exp UNIX] [--token TOKEN]"
+        usage="%(prog)s [--url URL] (--jti ID | --sub NAME) [--exp UNIX] [--token TOKEN] [--by NAME]"
         " [--timeout SECONDS] [--secret SECRET] [--data-dir DIR]",
         help="revoke one token (--jti) or every token of a holder issued before now (--sub) on a running broker",
         description="Revoke tokens on a running broker (POST /v1/revocations, with an admin token).",
@@ -87,6 +91,13 @@ def configure(parser: argparse.ArgumentParser) -> None:
         " longest lifetime a token may have)",
     )
     revoke.add_argument("--token", default=None, help="an admin token (default: $QBROKER_TOKEN, else one minted)")
+    revoke.add_argument(
+        "--by",
+        default=None,
+        metavar="NAME",
+        help="who revokes, as the broker's log will say: the holder of the admin token minted from the secret"
+        " (default: qbroker-cli:<user>@<host>; a given admin token names its own holder)",
+    )
     revoke.add_argument(
         "--timeout", type=float, default=10.0, metavar="SECONDS", help="seconds to wait for the broker (default: 10)"
     )
@@ -138,6 +149,8 @@ def run_revoke(args: argparse.Namespace) -> int:
     base = args.url or os.environ.get("QBROKER_URL") or ""
     if not base.strip():
         args._revoke_parser.error("no broker URL: give --url URL or set QBROKER_URL (the broker's base URL)")
+    if args.by is not None and (problem := sub_problem(args.by)) is not None:
+        args._revoke_parser.error(f"--by: {problem.replace('sub must', 'it must')}")
     token = _admin_token(args)
     if token is None:
         print(
@@ -178,8 +191,18 @@ def _admin_token(args: argparse.Namespace) -> str | None:
         return given
     secret = signing_secret(args.secret, args.data_dir, generate=False)
     if secret:
-        return mint_token(secret, "*", "admin", REVOKE_TOKEN_TTL)
+        return mint_token(secret, "*", "admin", REVOKE_TOKEN_TTL, sub=args.by or default_revoker())
     return given
+
+
+def default_revoker() -> str:
+    """Who a revocation made with a minted admin token is by: ``qbroker-cli:<user>@<host>``."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no user name in the environment nor the password database
+        user = ""
+    host = socket.gethostname() or "localhost"
+    return f"qbroker-cli:{user}@{host}"[:MAX_SUB] if user else f"qbroker-cli@{host}"[:MAX_SUB]
 
 
 def broker_base(url: str) -> str:

@@ -302,6 +302,28 @@ def test_token_revoke_help_names_qbroker_url_under_a_usage_of_its_own() -> None:
     assert "$QBROKER_URL" in " ".join(run.stdout.split())
 
 
+async def test_a_revocation_by_a_minted_admin_token_is_logged_with_who_revoked(
+    deployment: Deployment, sid: str
+) -> None:
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = broker_env(data_dir)
+        first, second = jti_of(token(sid, "agent")), jti_of(token(sid, "agent"))
+        run = qbroker("token", "revoke", "--url", deployment.agent_url, "--jti", first, env=env)
+        assert run.returncode == 0, run.stderr
+        run = qbroker("token", "revoke", "--url", deployment.agent_url, "--jti", second, "--by", "ops-alice", env=env)
+        assert run.returncode == 0, run.stderr
+    broker = deployment.processes[0]
+
+    def by(jti: str) -> object:
+        lines = [json.loads(line) for line in broker.log().splitlines() if line.startswith("{") and jti in line]
+        return next((line.get("by") for line in lines if line.get("msg") == "token revoked"), "not logged")
+
+    await eventually(lambda: by(second) != "not logged", timeout=5, what="the revocation's log line")
+    revoker = by(first)
+    assert isinstance(revoker, str) and revoker.startswith("qbroker-cli") and "@" in revoker, revoker
+    assert by(second) == "ops-alice"
+
+
 async def test_token_revoke_with_a_past_exp_exits_1_with_one_line(deployment: Deployment, sid: str) -> None:
     with tempfile.TemporaryDirectory() as data_dir:
         jti = jti_of(token(sid, "agent"))
