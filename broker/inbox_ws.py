@@ -7,7 +7,9 @@ frame size, a slow reader disconnected) and close codes, on the same protocol cl
 (broker/speedups/ws_protocol.py). What differs is what it serves: after the hello, an
 ``inbox`` frame with every open questionnaire of the sessions the token covers, then a
 frame for every change (broker/service/inbox.py); the only frame it takes after the hello
-is ``ping``. A token of any scope will do: a pattern (``alice:*``), ``*``, or one session.
+is ``ping``, and any other is refused by its type alone, before its fields are read (an
+``answer`` told what its fields lack, or a ``draft`` that its text looks like a secret,
+would suggest it could be sent here). A token of any scope will do: a pattern (``alice:*``), ``*``, or one session.
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
     from broker.speedups.ws_protocol import ClientSocket
 
 INBOX_PATH: Final = "/v1/inbox/ws"
+ONLY_PINGS: Final = "the inbox socket takes ping frames only; answer on the session's socket /v1/sessions/{sid}/ws"
 
 
 class InboxConnection(ClientConnection):
@@ -55,21 +58,16 @@ class InboxConnection(ClientConnection):
     async def _frame(self, payload: str | bytes) -> None:
         metrics = self.broker.metrics
         try:
-            frame = frames.parse_client_frame(frames.decode(payload, self.codec))
+            value = frames.decode(payload, self.codec)
+            kind, ref = frames.peek(value)
+            if kind is None or kind == "ping":  # (the parser refuses a frame that is no map or has no type)
+                frames.parse_client_frame(value)
+                self.deliver(Encoded(frames.pong()))
+                return
+            raise BrokerError("bad_frame", "hello was already received" if kind == "hello" else ONLY_PINGS, ref=ref)
         except BrokerError as exc:
             metrics.errors.labels(exc.code).inc()
             self.deliver(Encoded(frames.error(exc.code, exc.message, exc.ref)))
-            return
-        if isinstance(frame, frames.Ping):
-            self.deliver(Encoded(frames.pong()))
-            return
-        message = (
-            "hello was already received"
-            if isinstance(frame, frames.Hello)
-            else f"the inbox socket takes ping frames only, not {frames.frame_type(frame)}"
-        )
-        metrics.errors.labels("bad_frame").inc()
-        self.deliver(Encoded(frames.error("bad_frame", message, frame.ref)))
 
     async def _leave(self) -> None:
         with contextlib.suppress(Exception):

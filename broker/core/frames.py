@@ -142,6 +142,16 @@ def frame_type(frame: ClientFrame) -> str:
     return "hello" if isinstance(frame, Hello) else "ping"
 
 
+def peek(value: Any) -> tuple[object, str | int | None]:
+    """A decoded frame's ``type`` (None when it is not a map) and its ``ref`` when that is a
+    valid one, without parsing the rest: for a socket that refuses a frame by its type alone."""
+    if not isinstance(value, Mapping):
+        return None, None
+    ref = value.get("ref")
+    valid = isinstance(ref, int | str) and not isinstance(ref, bool) and not (isinstance(ref, str) and len(ref) > 128)
+    return value.get("type"), ref if valid else None
+
+
 def parse_client_frame(value: Any) -> ClientFrame:
     """A decoded frame -> its typed form; anything off raises ``bad_frame``."""
     if type(value) is not dict and not isinstance(value, Mapping):  # (the ABC check is slow)

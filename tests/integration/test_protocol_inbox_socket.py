@@ -221,6 +221,36 @@ async def test_ping_pong_and_nothing_else(deployment: Deployment) -> None:
         assert await watching.ping() == {"type": "pong"}
 
 
+ONLY_PINGS = "the inbox socket takes ping frames only; answer on the session's socket /v1/sessions/{sid}/ws"
+
+
+@pytest.mark.parametrize(
+    "frame",
+    [
+        {"type": "answer", "ref": "a1"},  # no questionnaireId: the type is what is wrong
+        {"type": "answer", "questionnaireId": "q", "questionId": "x", "optionIds": ["y"], "step": 0, "ref": 3},
+        {"type": "draft", "questionnaireId": "q", "step": 0, "other": "password=hunter2", "ref": 4},
+        {"type": "clarify", "request": "token: Xy9-secret", "ref": 5},
+        {"type": "no-such-frame", "ref": 6},
+        {"type": "cancel"},
+    ],
+    ids=["bare-answer", "answer", "draft-with-a-secret", "clarify", "unknown", "no-ref"],
+)
+async def test_any_frame_but_ping_gets_one_error_naming_the_session_socket(
+    deployment: Deployment, frame: dict[str, Any]
+) -> None:
+    async with inbox(deployment, tenant() + "*") as watching:
+        await watching.send(frame)
+        error = await watching.wait_for("error")
+        assert error == {
+            "type": "error",
+            "code": "bad_frame",
+            "message": ONLY_PINGS,
+            **({"ref": frame["ref"]} if "ref" in frame else {}),
+        }
+        assert await watching.ping() == {"type": "pong"}  # (the socket stays open)
+
+
 @pytest.mark.parametrize(
     ("first", "code"),
     [('{"type": "ping"}', 4400), ("not json", 4400), (hello("not-a-token"), 4401)],

@@ -28,6 +28,7 @@ from broker.core.frames import (
     frame_type,
     idle,
     parse_client_frame,
+    peek,
     pong,
     question,
     suspended,
@@ -656,3 +657,19 @@ def test_every_server_frame_round_trips_through_both_codecs(codec: Any) -> None:
     ]
     for frame in frames:
         assert decode(encode(frame, codec), codec) == frame
+
+
+@pytest.mark.parametrize(
+    ("value", "seen"),
+    [
+        ({"type": "answer", "ref": 3}, ("answer", 3)),
+        ({"type": "draft", "ref": "r"}, ("draft", "r")),
+        ({"type": "ping"}, ("ping", None)),
+        ({"type": "answer", "ref": True}, ("answer", None)),  # not a valid ref: left out
+        ({"type": "answer", "ref": "x" * 129}, ("answer", None)),
+        ({"ref": 1}, (None, 1)),
+        (["ping"], (None, None)),
+    ],
+)
+def test_peek_gives_a_frames_type_and_valid_ref_without_parsing_the_rest(value: object, seen: object) -> None:
+    assert peek(value) == seen
