@@ -3,8 +3,9 @@ the web client (the client websockets are broker/ws.py and broker/inbox_ws.py).
 
 ``BrokerApp`` sends the agent API's paths straight to ``broker/http.py``, the MCP endpoint's
 to ``broker/remote_mcp/``, the operator's to ``broker/operator_api.py``, the inbox's to
-``broker/inbox_http.py``, and everything else (health, metrics, OpenAPI, the web client) to a
-Starlette app; it runs the lifespan itself.
+``broker/inbox_http.py``, the record's (events, history) to ``broker/history.py``, and
+everything else (health, metrics, OpenAPI, the web client) to a Starlette app; it runs the
+lifespan itself.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from broker import http, push_http
+from broker import history, http, push_http
 from broker.config import Config
 from broker.inbox_http import INBOX_HTTP_PATH, InboxAPI
 from broker.metrics import CONTENT_TYPE
@@ -76,6 +77,7 @@ class BrokerApp:
         self._operator_api = OperatorAPI(broker)
         self._inbox_api = InboxAPI(broker)
         self._mcp = McpEndpoint(broker)
+        self._history_api = history.HistoryAPI(broker)
         self._web = web
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -95,6 +97,10 @@ class BrokerApp:
                 await self._mcp(scope, receive, send, *mcp)
                 return
             if scope["path"].startswith("/v1/") and scope["path"] not in push_http.PATHS:
+                record = history.match(scope["path"])
+                if record is not None:
+                    await self._history_api(scope, send, *record)
+                    return
                 await http.unknown_endpoint(scope, send)
                 return
         elif scope["type"] == "lifespan":

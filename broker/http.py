@@ -107,6 +107,7 @@ class AgentAPI:
     ) -> tuple[int, dict[str, Any]]:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
         broker, claims = await self._authorize(_header(headers, b"authorization"), sid)
+        sub = claims.sub  # who holds the token, when it says (for the record)
         query = parse_query(scope["query_string"])
         if qid is None:  # POST .../questionnaire: start or resume
             wait = _wait(query, _START_QUERY)
@@ -116,17 +117,14 @@ class AgentAPI:
                 key = _header(headers, b"idempotency-key")
                 if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
                     raise invalid(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
-                asked_by = claims.sub  # (who holds the token, when it says)
-                return await broker.start_questionnaire(
-                    sid, tool_input.questions, key, wait, client_wait, asked_by=asked_by
-                )
+                return await broker.start_questionnaire(sid, tool_input.questions, key, wait, client_wait, asked_by=sub)
             assert isinstance(tool_input, ResumeInput)
             if client_wait is not None:
                 raise invalid("clientWait applies to a start (a new questionnaire), not to a resume")
-            return await broker.resume(sid, tool_input, wait)
+            return await broker.resume(sid, tool_input, wait, sub=sub)
         if method == "DELETE":
             only(query, _NO_QUERY)
-            return await broker.abort(sid, qid)
+            return await broker.abort(sid, qid, sub=sub)
         return await broker.wait_for_outcome(sid, qid, _wait(query))
 
     async def _authorize(self, header: str | None, session_id: str) -> tuple[Broker, Claims]:
@@ -169,6 +167,7 @@ async def unknown_endpoint(scope: Scope, send: Send) -> None:
     message = (
         f"{prefix}no such endpoint: {scope['method']} {scope['path']}; the agent API is "
         "POST /v1/sessions/{sid}/questionnaire and GET/DELETE /v1/sessions/{sid}/questionnaires/{id}, "
+        "the record GET /v1/sessions/{sid}/questionnaires and .../questionnaires/{id}/events, "
         "the MCP endpoint /mcp and /v1/sessions/{sid}/mcp, the client websocket /v1/sessions/{sid}/ws, the"
         " inbox GET /v1/inbox and /v1/inbox/ws, the operator's POST /v1/revocations (is the broker URL its"
         " base, with no path?)"

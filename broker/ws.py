@@ -30,6 +30,7 @@ from websockets.datastructures import Headers
 
 from broker.auth import Claims, valid_session_id
 from broker.core import frames
+from broker.core.actors import Actor, ClientInfo
 from broker.core.errors import BrokerError
 from broker.core.frames import Codec
 from broker.core.status import CloseCode, CloseReason
@@ -50,6 +51,7 @@ OUTBOUND_QUEUE: Final = 256
 INBOX_HIGH: Final = 16
 # Queued in place of the first frame over the rate limit: the frames before it are handled.
 _OVER_LIMIT: Final = b"<over the rate limit>"
+_NOBODY: Final = Actor(None, "client")  # a connection's actor until its hello names it
 
 
 class TokenBucket:
@@ -126,6 +128,7 @@ class ClientConnection:
         "session_id",
         "codec",
         "client_id",
+        "actor",
         "inbox",
         "backlog",
         "writable",
@@ -146,6 +149,7 @@ class ClientConnection:
         self.session_id = session_id
         self.codec: Codec = codec
         self.client_id = uuid.uuid4().hex[:16]
+        self.actor = _NOBODY  # who it is, once its hello says
         # Lists, not deques: they stay short, and an empty deque costs ~800 bytes per client.
         self.inbox: list[str | bytes] = []
         self.backlog: list[bytes] = []  # frames waiting for the socket to drain
@@ -244,10 +248,13 @@ class ClientConnection:
             self.close(CloseCode.PROTOCOL_VIOLATION, CloseReason.NOT_A_HELLO)
             return None
         try:
-            return await self.broker.tokens.verify(frame.token, role="client")
+            claims = await self.broker.tokens.verify(frame.token, role="client")
         except BrokerError as exc:
             self.close(CloseCode.BAD_TOKEN, exc.message)
             return None
+        # Who it is, for the record of what it changes: its token's holder, its program.
+        self.actor = Actor(claims.sub, "client", ClientInfo(frame.client_kind, frame.client_name))
+        return claims
 
     def _hold(self, claims: Claims) -> None:
         """The connection is in: it lasts until its token expires or is revoked."""

@@ -9,6 +9,9 @@ keeps it so.
 - ``model``: the tool input, validated and normalized into frozen values.
 - ``schema``: the tool input's one JSON Schema, built from the model's limits and rules.
 - ``machine``: the questionnaire's states and transitions.
+- ``actors``: who acts on a questionnaire (a token's holder and role, a client's program).
+- ``events``: the record of who changed a questionnaire and how, told from its states.
+- ``history``: a questionnaire's summary for the session's history, told from its events.
 - ``results``: the tool results an agent reads (text and details).
 - ``tool``: the tool as MCP servers publish it (name, description, schema), its results
   and tool errors, shared by ``qbroker mcp`` and the broker's own MCP endpoint.

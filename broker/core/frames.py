@@ -388,11 +388,13 @@ def refusal(exc: BrokerError) -> dict[str, Any]:
 
 
 def question(state: Questionnaire) -> dict[str, Any]:
+    """The current question. ``answeredBy``: who answered the question before it (only
+    when the broker knows), so that the session's other clients can say so."""
     current = state.current_question
     if current is None or state.status != "in_progress":
         raise ValueError(f"questionnaire {state.id} has no question to show")
     index = state.current_index
-    return {
+    frame = {
         "type": "question",
         "questionnaireId": state.id,
         "revision": state.revision,
@@ -411,6 +413,9 @@ def question(state: Questionnaire) -> dict[str, Any]:
         ],
         "clarifications": [c.to_wire() for c in state.clarifications],
     }
+    if state.answered_by is not None:
+        frame["answeredBy"] = state.answered_by.to_wire()
+    return frame
 
 
 def suspended(state: Questionnaire) -> dict[str, Any]:
@@ -434,9 +439,13 @@ def suspended(state: Questionnaire) -> dict[str, Any]:
 
 
 def closed(state: Questionnaire) -> dict[str, Any]:
+    """How a questionnaire ended; a completed one says who gave the last answer
+    (``answeredBy``, only when the broker knows)."""
     frame: dict[str, Any] = {"type": "closed", "questionnaireId": state.id, "status": state.status}
     if state.cancellation_reason is not None:
         frame["reason"] = state.cancellation_reason
+    if state.status == "completed" and state.answered_by is not None:
+        frame["answeredBy"] = state.answered_by.to_wire()
     return frame
 
 

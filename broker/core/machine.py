@@ -38,6 +38,7 @@ from typing import Any, Final, Literal
 import msgspec
 from msgspec.structs import replace
 
+from broker.core.actors import Actor, actor_from_wire
 from broker.core.errors import BrokerError
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER, Question, ResumeInput
 
@@ -120,6 +121,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
     # None: the broker's QBROKER_CLIENT_WAIT. Set at start when the agent asked for its own
     # wait, or notifications may bring the person (docs/notifications.md).
     client_wait: float | None = None
+    answered_by: Actor | None = None  # who gave the latest answer (None: nobody yet, or not said)
 
     @property
     def current_index(self) -> int:
@@ -163,6 +165,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
             "cancellationReason": self.cancellation_reason,
             "askedBy": self.asked_by,
             "clientWait": self.client_wait,
+            "answeredBy": self.answered_by.to_wire() if self.answered_by is not None else None,
         }
 
     @classmethod
@@ -186,8 +189,10 @@ class Questionnaire(msgspec.Struct, frozen=True):
             draft=Selection.from_wire(draft) if draft is not None else None,
             clarifications=tuple([Clarification.from_wire(c) for c in record["clarifications"]]),
             cancellation_reason=record.get("cancellationReason"),
-            asked_by=record.get("askedBy"),  # (absent from records of brokers before it)
+            # (these three: absent from records of brokers before them)
+            asked_by=record.get("askedBy"),
             client_wait=record.get("clientWait"),
+            answered_by=actor_from_wire(record.get("answeredBy")),
         )
 
 
@@ -269,8 +274,9 @@ def start(
     )
 
 
-def apply(state: Questionnaire, command: Command, now: float) -> Questionnaire:
-    """The one entry point: the new state after ``command``, or a ``BrokerError``."""
+def apply(state: Questionnaire, command: Command, now: float, by: Actor | None = None) -> Questionnaire:
+    """The one entry point: the new state after ``command``, or a ``BrokerError``.
+    ``by``: who gives it (an answer keeps it as ``answered_by``)."""
     if isinstance(command, Resume):
         return _resume(state, command, now)
     if isinstance(command, Abort):
@@ -294,11 +300,13 @@ def apply(state: Questionnaire, command: Command, now: float) -> Questionnaire:
         selection = _selection(question, command.selected_option_ids, command.other, final=False)
         return replace(state, draft=selection, version=state.version + 1, updated_at=now)
     if isinstance(command, AnswerQuestion):
-        return _answer(state, question, command, now)
+        return _answer(state, question, command, now, by)
     return _clarify(state, question, command, now)
 
 
-def _answer(state: Questionnaire, question: Question, command: AnswerQuestion, now: float) -> Questionnaire:
+def _answer(
+    state: Questionnaire, question: Question, command: AnswerQuestion, now: float, by: Actor | None
+) -> Questionnaire:
     if command.question_id != question.id:
         raise BrokerError(
             "invalid_answer",
@@ -315,6 +323,7 @@ def _answer(state: Questionnaire, question: Question, command: AnswerQuestion, n
         version=state.version + 1,
         answers=answers,
         draft=None,
+        answered_by=by,
     )
 
 

@@ -106,7 +106,7 @@ async def _first(
         if key is not None:
             return await broker.start_questionnaire(sid, tool_input.questions, key, wait, asked_by=caller.sub)
         return await broker.start_or_reattach(sid, tool_input.questions, wait, asked_by=caller.sub)
-    return await broker.resume_or_reattach(sid, tool_input, wait)
+    return await broker.resume_or_reattach(sid, tool_input, wait, sub=caller.sub)
 
 
 async def _wait(broker: Broker, caller: Caller, questionnaire_id: str, wait: float) -> Outcome:

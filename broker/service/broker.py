@@ -21,7 +21,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker.config import Config
 from broker.core import frames, machine, repeats, results
+from broker.core.actors import Actor
 from broker.core.errors import BrokerError, invalid
+from broker.core.events import started
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, ResumeInput
 from broker.metrics import Metrics
@@ -151,7 +153,7 @@ class Broker:
             fresh = machine.start(
                 str(uuid.uuid4()), session_id, questions, self.clock(), asked_by=asked_by, client_wait=own_wait
             )
-            stored = await self.store.create(fresh, idempotency_key)
+            stored = await self.store.create(fresh, idempotency_key, (started(fresh, Actor(asked_by, "agent")),))
             if stored.id == fresh.id:
                 self._started(stored)
             elif stored.questions != questions:
@@ -188,7 +190,7 @@ class Broker:
             key = repeats.first_key(session_id, asked_by, questions)
             for _ in range(repeats.MAX_LINKS):
                 new = fresh()
-                stored = await self.store.create(new, key)
+                stored = await self.store.create(new, key, (started(new, Actor(asked_by, "agent")),))
                 if stored.id == new.id:
                     self._started(stored)
                     return stored
@@ -198,7 +200,8 @@ class Broker:
                 key = repeats.next_key(key, stored.id)
             # As many ended questionnaires with these very questions as the chain may walk:
             # this one starts with no key (a retry of it would ask again).
-            stored = await self.store.create(fresh(), None)
+            new = fresh()
+            stored = await self.store.create(new, None, (started(new, Actor(asked_by, "agent")),))
             self._started(stored)
             return stored
 
@@ -213,9 +216,15 @@ class Broker:
             extra={"session": state.session_id, "questionnaire": state.id, "questions": len(state.questions)},
         )
 
-    async def resume(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
+    async def resume(
+        self, session_id: str, resume: ResumeInput, wait: float, *, sub: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """``sub``: the agent token's, for the record of who resumed."""
+
         async def write() -> Questionnaire:
-            state = await self.writer.update(session_id, resume.questionnaire_id, machine.Resume.from_input(resume))
+            state = await self.writer.update(
+                session_id, resume.questionnaire_id, machine.Resume.from_input(resume), by=Actor(sub, "agent")
+            )
             if self.notifier is not None:
                 self.notifier.resumed(state)  # (queued: never waits)
             log.info(
@@ -226,12 +235,14 @@ class Broker:
 
         return await self.waits.write_and_wait(session_id, write, wait)
 
-    async def resume_or_reattach(self, session_id: str, resume: ResumeInput, wait: float) -> tuple[int, dict[str, Any]]:
+    async def resume_or_reattach(
+        self, session_id: str, resume: ResumeInput, wait: float, *, sub: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
         """A resume whose caller cannot tell a retry from a first attempt (the MCP endpoint):
         when this very resume (same revision, same response) was already applied, the
         refusal a second application earns gives way to waiting for the outcome again."""
         try:
-            return await self.resume(session_id, resume, wait)
+            return await self.resume(session_id, resume, wait, sub=sub)
         except BrokerError as exc:
             if exc.code not in ("stale_revision", "not_awaiting_clarification", "questionnaire_closed"):
                 raise
@@ -245,9 +256,14 @@ class Broker:
             log.info("repeated resume re-attached", extra={"session": session_id, "questionnaire": state.id})
         return await self.wait_for_outcome(session_id, resume.questionnaire_id, wait)
 
-    async def abort(self, session_id: str, questionnaire_id: str) -> tuple[int, dict[str, Any]]:
+    async def abort(
+        self, session_id: str, questionnaire_id: str, *, sub: str | None = None
+    ) -> tuple[int, dict[str, Any]]:
+        """``sub``: the agent token's, for the record of who aborted."""
         try:
-            state = await self.writer.update(session_id, questionnaire_id, machine.Abort())  # (logged there)
+            state = await self.writer.update(  # (logged there)
+                session_id, questionnaire_id, machine.Abort(), by=Actor(sub, "agent")
+            )
         except BrokerError as exc:
             if exc.code != "questionnaire_closed":
                 raise
@@ -323,7 +339,7 @@ class Broker:
                     f"questionnaire {command.questionnaire_id} is not the one being shown",
                 )
             new, written = await self.writer.write(
-                session_id, command.questionnaire_id, command, known=known, shown_by_writer=True
+                session_id, command.questionnaire_id, command, known=known, shown_by_writer=True, by=connection.actor
             )
         except BrokerError as exc:
             self.metrics.errors.labels(exc.code).inc()

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 from broker.core import frames
+from broker.core.actors import Actor
 from broker.core.frames import Codec
 from broker.core.machine import Questionnaire
 from broker.core.status import CloseCode, CloseReason
@@ -34,6 +35,7 @@ class Connection(Protocol):
     client_id: str
     session_id: str
     codec: Codec
+    actor: Actor  # who the client is: its token's holder, and the program its hello named
 
     def deliver(self, *frames: Encoded) -> None:
         """Queue already-encoded frames for sending (several leave in one write); never blocks."""

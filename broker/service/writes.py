@@ -6,6 +6,8 @@ Agent calls (start aside, which the store creates), a client's command and the c
 questionnaire nobody is there to answer all write through ``Writer``. An outcome it writes
 wakes this process's waiting agent calls itself, handing them the state, without waiting
 for the store's notice; other processes hear of the write from that notice (fanout.py).
+Each write carries its events (who made the change, and how: broker.core.events), which the
+store appends in the same atomic step.
 """
 
 from __future__ import annotations
@@ -15,7 +17,9 @@ import time
 from collections.abc import Callable
 
 from broker.core import machine
+from broker.core.actors import Actor
 from broker.core.errors import BrokerError
+from broker.core.events import events_of
 from broker.core.machine import Command, Questionnaire
 from broker.metrics import Metrics
 from broker.service.hubs import SessionHub
@@ -38,14 +42,21 @@ class Writer:
         self.hubs = hubs  # this process's hubs (the fan-out's dict): whose waiters an outcome wakes
 
     async def update(
-        self, session_id: str, questionnaire_id: str, command: Command, known: Questionnaire | None = None
+        self,
+        session_id: str,
+        questionnaire_id: str,
+        command: Command,
+        known: Questionnaire | None = None,
+        *,
+        by: Actor | None = None,
     ) -> Questionnaire:
         """Load, transition, compare-and-set; re-run on a lost race. Raises BrokerError.
 
         ``known`` (a recently seen state) saves the first load; if it is out of date the
-        compare-and-set fails and the loop continues from the store's state.
+        compare-and-set fails and the loop continues from the store's state. ``by``: who
+        gives the command (None: the broker itself).
         """
-        new, _ = await self.write(session_id, questionnaire_id, command, known)
+        new, _ = await self.write(session_id, questionnaire_id, command, known, by=by)
         return new
 
     async def write(
@@ -56,6 +67,7 @@ class Writer:
         known: Questionnaire | None = None,
         *,
         shown_by_writer: bool = False,
+        by: Actor | None = None,
     ) -> tuple[Questionnaire, Written]:
         """``update``, saying also what was written (its number, and the head after it
         when it closed the questionnaire). ``shown_by_writer``: the caller shows the write
@@ -66,14 +78,15 @@ class Writer:
             state = known if known is not None else await self.load(session_id, questionnaire_id)
             known = None
             try:
-                new = machine.apply(state, command, self.clock())
+                new = machine.apply(state, command, self.clock(), by)
             except BrokerError:
                 if cached:
                     continue  # judge the command against the store's state, not a cache
                 raise
+            events = events_of(state, new, by)
             began = time.perf_counter()
             try:
-                written = await self.store.commit(new, state.version, shown_by_writer=shown_by_writer)
+                written = await self.store.commit(new, state.version, shown_by_writer=shown_by_writer, events=events)
             finally:
                 self.metrics.commit_seconds.observe(time.perf_counter() - began)
             if written is not None:

@@ -11,6 +11,10 @@ What a store keeps, per session (every Redis key carries the ``{sid}`` hash tag)
   TTL, plus the last time any client was seen (for the reconnect grace);
 - a write sequence number per session, counting every successful write, so that a
   process that has seen writes 1..n of a session knows whether a notice is write n + 1;
+- events: who changed each questionnaire and how (``broker.core.events``), appended in the
+  same atomic step as the write that made them, and kept as long as the questionnaire;
+- the session's history: an index of its questionnaires, newest first, each summed up
+  from its first and latest events (``broker.core.history``);
 - claims: names taken once across every broker (``claim``), each for a while: of several
   processes that see the same moment (a notification's trigger), exactly one acts on it;
 - revocations (of no session): the tokens withdrawn before their time
@@ -37,11 +41,13 @@ too, counted from their last change, so that nothing abandoned lives for ever.
 from __future__ import annotations
 
 import abc
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from typing import Any
 
 import msgspec
 
+from broker.core.events import Event
+from broker.core.history import Summary
 from broker.core.inbox import Entry
 from broker.core.machine import Questionnaire
 from broker.core.push import PushSubscription
@@ -178,8 +184,11 @@ class Store(abc.ABC):
     # --- questionnaires --------------------------------------------------------------
 
     @abc.abstractmethod
-    async def create(self, state: Questionnaire, idempotency_key: str | None = None) -> Questionnaire:
-        """Store a new questionnaire and queue it; publish a notice.
+    async def create(
+        self, state: Questionnaire, idempotency_key: str | None = None, events: Sequence[Event] = ()
+    ) -> Questionnaire:
+        """Store a new questionnaire with its first ``events``, queue it and add it to the
+        session's history; publish a notice.
 
         With ``idempotency_key`` already used in this session, store nothing and return the
         questionnaire created under that key (as it is now).
@@ -189,18 +198,24 @@ class Store(abc.ABC):
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
         """The latest state, or None when unknown (or expired)."""
 
-    async def compare_and_set(self, state: Questionnaire, expected_version: int) -> bool:
-        """Replace the stored state if its version is still ``expected_version``.
+    async def compare_and_set(self, state: Questionnaire, expected_version: int, events: Sequence[Event] = ()) -> bool:
+        """Replace the stored state if its version is still ``expected_version``, and
+        append ``events`` to the questionnaire's, in the same atomic step.
 
         On success a terminal state leaves the queue and starts its retention countdown,
         and a notice is published. Returns False (and changes nothing) when the stored
         version moved on or the questionnaire is gone.
         """
-        return await self.commit(state, expected_version) is not None
+        return await self.commit(state, expected_version, events=events) is not None
 
     @abc.abstractmethod
     async def commit(
-        self, state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False
+        self,
+        state: Questionnaire,
+        expected_version: int,
+        *,
+        shown_by_writer: bool = False,
+        events: Sequence[Event] = (),
     ) -> Written | None:
         """``compare_and_set`` that says where the write landed (None: it did not).
 
@@ -208,6 +223,17 @@ class Store(abc.ABC):
         waiting agent calls itself; a store whose notices reach only this process (memory)
         then publishes none. Other stores publish it all the same, for other processes.
         """
+
+    @abc.abstractmethod
+    async def events(self, session_id: str, questionnaire_id: str) -> list[Event] | None:
+        """The questionnaire's events, oldest first; None when it is unknown (or expired)."""
+
+    @abc.abstractmethod
+    async def history(self, session_id: str, before: int | None, count: int) -> list[Summary]:
+        """Up to ``count`` of the session's questionnaires within retention, newest first,
+        each summed up (``Summary``); only those older than the one at ``before`` (a
+        ``Summary.seq``; None: from the newest). Questionnaires started by a broker that
+        kept no events are not listed."""
 
     @abc.abstractmethod
     async def queue(self, session_id: str) -> list[str]:

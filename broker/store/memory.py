@@ -16,10 +16,12 @@ import asyncio
 import logging
 import time
 from collections import Counter, defaultdict
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from broker.core.events import Event
+from broker.core.history import Summary
 from broker.core.inbox import Entry, next_entry
 from broker.core.machine import Questionnaire
 from broker.core.push import PushSubscription, subscription_id
@@ -54,6 +56,9 @@ class _Session:
     expires_at: dict[str, float] = field(default_factory=dict)
     queue: list[str] = field(default_factory=list)
     entries: dict[str, Entry] = field(default_factory=dict)  # the inbox's, of open questionnaires
+    events: dict[str, list[Event]] = field(default_factory=dict)  # questionnaire id -> its events
+    # Questionnaire id -> the session's write number when it was created, oldest first.
+    history: dict[str, int] = field(default_factory=dict)
     idempotency: dict[str, tuple[str, float]] = field(default_factory=dict)  # key -> (id, expiry)
     clients: dict[str, float] = field(default_factory=dict)  # client id -> heartbeat expiry
     last_seen: float | None = None
@@ -115,7 +120,9 @@ class MemoryStore(Store):
     def _now() -> float:
         return time.time()
 
-    async def create(self, state: Questionnaire, idempotency_key: str | None = None) -> Questionnaire:
+    async def create(
+        self, state: Questionnaire, idempotency_key: str | None = None, events: Sequence[Event] = ()
+    ) -> Questionnaire:
         session = self._sessions[state.session_id]
         self._expire(session)
         if idempotency_key is not None:
@@ -127,6 +134,8 @@ class MemoryStore(Store):
         session.renew(state.id, self._now() + self.retention)
         session.queue.append(state.id)
         session.seq += 1
+        session.events[state.id] = list(events)
+        session.history[state.id] = session.seq
         self._notify(state, session.seq, None, created=True)
         return state
 
@@ -138,13 +147,20 @@ class MemoryStore(Store):
         return session.state(questionnaire_id)
 
     async def commit(
-        self, state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False
+        self,
+        state: Questionnaire,
+        expected_version: int,
+        *,
+        shown_by_writer: bool = False,
+        events: Sequence[Event] = (),
     ) -> Written | None:
         session = self._sessions.get(state.session_id)
         current = session.state(state.id) if session else None
         if session is None or current is None or current.version != expected_version:
             return None
         session.keep(state)
+        if events:
+            session.events.setdefault(state.id, []).extend(events)
         session.renew(state.id, self._now() + self.retention)
         session.seq += 1
         head = None
@@ -170,6 +186,35 @@ class MemoryStore(Store):
             return Head(None, 0)
         self._expire(session, tuple(session.queue))
         return Head(session.head(), session.seq)
+
+    async def events(self, session_id: str, questionnaire_id: str) -> list[Event] | None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            return None
+        self._expire(session, (questionnaire_id,))
+        if questionnaire_id not in session.questionnaires:
+            return None
+        return list(session.events.get(questionnaire_id, ()))
+
+    async def history(self, session_id: str, before: int | None, count: int) -> list[Summary]:
+        session = self._sessions.get(session_id)
+        if session is None or count <= 0:
+            return []
+        now, found, gone = self._now(), [], []
+        for questionnaire_id, seq in reversed(session.history.items()):
+            if before is not None and seq >= before:
+                continue
+            if session.expires_at.get(questionnaire_id, 0.0) <= now:
+                gone.append(questionnaire_id)
+                continue
+            events = session.events.get(questionnaire_id)
+            if events:
+                found.append(Summary(questionnaire_id, seq, events[0], events[-1]))
+                if len(found) == count:
+                    break
+        if gone:
+            self._expire(session, tuple(gone))
+        return found
 
     async def write_counts(self, session_ids: list[str]) -> list[int]:
         sessions = self._sessions
@@ -385,6 +430,8 @@ class MemoryStore(Store):
                 del session.expires_at[questionnaire_id]
                 session.questionnaires.pop(questionnaire_id, None)
                 session.entries.pop(questionnaire_id, None)
+                session.events.pop(questionnaire_id, None)
+                session.history.pop(questionnaire_id, None)
                 if questionnaire_id in session.queue:
                     session.queue.remove(questionnaire_id)
         if only is not None:

@@ -21,6 +21,7 @@ from typing import Any, Final, NamedTuple
 
 import msgspec
 
+from broker.core.events import Event
 from broker.core.machine import Questionnaire
 from broker.core.model import Question
 
@@ -32,14 +33,23 @@ KNOWN_QUESTIONNAIRES: Final = 1024  # questionnaires whose questions a process k
 to_msgpack: Final = msgspec.msgpack.Encoder().encode
 from_msgpack: Final = msgspec.msgpack.Decoder().decode
 
-# A record is a map of one entry per field (a fixmap while there are at most 15: 0x80 + n);
-# without its questions, of one entry less. A record of a broker before a field was added
-# has fewer: it does not start with ``_ID_HEAD`` and is decoded whole (``from_record``
-# fills in what it lacks).
+# Events as the stores keep them: msgpack maps of the Event struct's fields (those left at
+# their defaults left out), decoded straight into Event values.
+pack_event: Final = msgspec.msgpack.Encoder().encode
+unpack_event: Final = msgspec.msgpack.Decoder(Event).decode
+
+
+def _map_head(entries: int) -> bytes:
+    """How msgpack starts a map of ``entries`` entries: a fixmap up to 15, then a map 16."""
+    return bytes((0x80 + entries,)) if entries <= 15 else b"\xde" + entries.to_bytes(2, "big")
+
+
+# A record is a map of one entry per field; without its questions, of one entry less. A
+# record of a broker before a field was added has fewer: it does not start with
+# ``_ID_HEAD`` and is decoded whole (``from_record`` fills in what it lacks).
 _FIELDS: Final = len(Questionnaire("", "", (), 0.0, 0.0).to_record())
-assert _FIELDS <= 15, "records are no longer fixmaps: the packing below needs a map 16 head"
-_REST_HEAD: Final = 0x80 + _FIELDS - 1
-_WHOLE_HEAD: Final = bytes((0x80 + _FIELDS,))
+_REST_HEAD: Final = _map_head(_FIELDS - 1)
+_WHOLE_HEAD: Final = _map_head(_FIELDS)
 _QUESTIONS_KEY: Final[bytes] = to_msgpack("questions")
 
 
@@ -66,7 +76,7 @@ class Records:
         record = state.to_record()
         del record["questions"]  # (a list of the questions' own wire forms: nothing is copied)
         rest = to_msgpack(record)
-        if rest[0] != _REST_HEAD:  # (a field added to records: pack it all)
+        if not rest.startswith(_REST_HEAD):  # (a field added to records: pack it all)
             return to_msgpack(state.to_record())
         if state.is_terminal:  # its last write: used once more, then forgotten
             known = self._known.pop(state.id, None)
@@ -76,12 +86,12 @@ class Records:
             known = self._known.get(state.id)
             if known is None or known.questions is not state.questions:
                 known = self._remember(state.id, state.questions)
-        return b"".join((_WHOLE_HEAD, rest[1:], known.tail))
+        return b"".join((_WHOLE_HEAD, rest[len(_REST_HEAD) :], known.tail))
 
     def unpack(self, packed: bytes) -> Questionnaire:
         known = self._known_by_tail(packed)
         if known is not None:  # only the rest to decode: a twelfth of the objects
-            rest = from_msgpack(bytes((_REST_HEAD,)) + packed[1 : len(packed) - len(known.tail)])
+            rest = from_msgpack(_REST_HEAD + packed[len(_WHOLE_HEAD) : len(packed) - len(known.tail)])
             state = Questionnaire.from_record(rest, known.questions)
         else:
             record = from_msgpack(packed)

@@ -26,7 +26,7 @@ from websockets.typing import Subprotocol
 
 from broker.core.frames import SUBPROTOCOL_BY_CODEC, Codec
 from broker.core.status import CloseCode, CloseReason
-from clients.bots.checks import FrameChecks
+from clients.bots.checks import BOT_NAME, FrameChecks
 from clients.bots.stats import RATE_LIMITED_CLOSES
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Bot(FrameChecks):
             {
                 "type": "hello",
                 "token": self.session.client_token,
-                "client": {"kind": "bot", "name": f"qbroker-bots {self.index}"},
+                "client": {"kind": "bot", "name": f"{BOT_NAME} {self.index}"},
             }
         )
         async with asyncio.timeout(15):

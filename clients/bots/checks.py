@@ -11,6 +11,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+BOT_NAME = "qbroker-bots"  # how a bot names itself in its hello ("qbroker-bots 3")
+
 if TYPE_CHECKING:
     from clients.bots.session import Round, Session
     from clients.bots.stats import Stats
@@ -70,6 +72,10 @@ class FrameChecks:
         want = rnd.plan.expected_status
         if frame.get("status") != want or (want == "cancelled" and frame.get("reason") != "user_cancelled"):
             self.session.mismatch(f"closed frame {frame!r}, expected {want}")
+        if want == "completed":
+            self._check_answered_by(frame)
+        elif "answeredBy" in frame:
+            self.session.mismatch(f"closed frame {frame!r} says who answered, but it did not complete")
 
     def _check_question(self, rnd: Round, frame: dict[str, Any]) -> None:
         expect, plan = rnd.expect, rnd.plan
@@ -90,8 +96,30 @@ class FrameChecks:
         want = ["answered"] * index + ["current"] + ["pending"] * (plan.total - index - 1)
         if states != want:
             problems.append(f"progress states {states!r} != {want!r}")
+        if index == 0 and "answeredBy" in frame:
+            problems.append(f"answeredBy {frame['answeredBy']!r} before any answer")
+        if index > 0:
+            self._check_answered_by(frame)
         for problem in problems:
             self.session.mismatch(f"question frame of {frame.get('questionnaireId')}: {problem}")
+
+    def _check_answered_by(self, frame: dict[str, Any]) -> None:
+        """Who answered, when the frame says (a broker before ``answeredBy`` does not): in a
+        bots' session, always a bot (a client of kind ``bot``, named as the bots name
+        themselves)."""
+        if "answeredBy" not in frame:
+            return
+        by = frame["answeredBy"]
+        client = by.get("client") if isinstance(by, dict) else None
+        if (
+            not isinstance(by, dict)
+            or set(by) != {"sub", "role", "client"}
+            or by["role"] != "client"
+            or not isinstance(client, dict)
+            or client.get("kind") != "bot"
+            or not str(client.get("name")).startswith(BOT_NAME)
+        ):
+            self.session.mismatch(f"{frame.get('type')} frame of {frame.get('questionnaireId')}: answeredBy {by!r}")
 
     def _check_view_after_reconnect(self, expect: tuple[str, int, int, Any], view: dict[str, Any]) -> None:
         qid, step, index, draft = expect

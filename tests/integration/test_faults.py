@@ -156,7 +156,12 @@ async def _sigterm_scenario(a: BrokerProcess, b: BrokerProcess) -> None:
             third = await back.wait_for("question", where=lambda f: f["index"] == 2)
             await back.answer(third, [], other="  the release channel ")
             closed = await back.wait_for("closed")
-            assert closed == {"type": "closed", "questionnaireId": qid, "status": "completed"}
+            assert closed == {
+                "type": "closed",
+                "questionnaireId": qid,
+                "status": "completed",
+                "answeredBy": {"sub": None, "role": "client", "client": {"kind": "bot", "name": "scripted"}},
+            }
             response = await asyncio.wait_for(result, 30)
     assert response.status_code == 200, response.text
     details = response.json()["details"]

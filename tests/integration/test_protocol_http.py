@@ -518,7 +518,9 @@ async def test_head_on_a_questionnaire_is_its_get_without_a_body(agent: Agent) -
     [
         "/v1/sessions/s/questionnaire/",
         "/v1/sessions//questionnaire",
-        "/v1/sessions/s/questionnaires",
+        "/v1/sessions/s/questionnaires/",  # (without the slash: the session's history)
+        "/v1/sessions/s/questionnaires//events",
+        "/v1/sessions/s/questionnaires/q/events/more",
         "/v1/sessions/s/questionnaires/q/",
         "/v1/sessions/s/questionnaires/q/more",
         "/v1/sessions/s/x/questionnaire",

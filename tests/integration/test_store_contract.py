@@ -27,6 +27,8 @@ from redis.exceptions import DataError
 from redis.typing import EncodableT
 
 from broker.core import machine
+from broker.core.actors import Actor, ClientInfo
+from broker.core.events import Event, events_of, started
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, StartInput, parse_tool_input
 from broker.store.base import Head, Notice, Presence, Store, StoreUnavailable
@@ -688,6 +690,146 @@ async def test_the_write_numbers_of_a_session_go_on_from_its_notices(store: Stor
     assert written is not None and written.seq == notice.seq + 1
 
 
+# --- events and history -----------------------------------------------------------------
+
+AGENT = Actor("build-agent", "agent")
+ALICE = Actor("alice", "client", ClientInfo("tui", "qbroker tui"))
+
+
+async def start_recorded(store: Store, sid: str, *, key: str | None = None, now: float = NOW) -> Questionnaire:
+    fresh = machine.start(f"q-{uuid.uuid4().hex[:12]}", sid, QUESTIONS, now, asked_by=AGENT.sub)
+    return await store.create(fresh, key, (started(fresh, AGENT),))
+
+
+async def write_recorded(
+    store: Store, state: Questionnaire, command: machine.Command, by: Actor | None = ALICE, now: float = NOW + 1
+) -> tuple[Questionnaire, tuple[Event, ...]]:
+    new = machine.apply(state, command, now, by)
+    recorded = events_of(state, new, by)
+    assert await store.commit(new, state.version, events=recorded)
+    return new, recorded
+
+
+async def test_every_change_s_events_are_kept_in_order_and_drafts_add_none(store: Store) -> None:
+    sid = new_session()
+    state = await start_recorded(store, sid)
+    expected = [started(state, AGENT)]
+    for command, by in (
+        (machine.AnswerQuestion(state.id, 0, "target", ("staging",)), ALICE),
+        (machine.Draft(state.id, 1, ("unit",)), ALICE),
+        (machine.Clarify(state.id, 1, "What is e2e?"), ALICE),
+        (machine.Resume(1, "End to end."), AGENT),
+        (machine.AnswerQuestion(state.id, 3, "checks", ("unit",)), ALICE),
+    ):
+        state, recorded = await write_recorded(store, state, command, by)
+        expected.extend(recorded)
+
+    kept = await store.events(sid, state.id)
+    assert kept == expected
+    assert [event.type for event in expected] == [
+        "started",
+        "answered",
+        "clarification_requested",
+        "resumed",
+        "answered",
+        "completed",
+    ]
+    assert (await store.load(sid, state.id)) == state  # (ended: the memory store keeps it packed)
+
+
+async def test_a_lost_compare_and_set_appends_no_events(store: Store) -> None:
+    sid = new_session()
+    state = await start_recorded(store, sid)
+    await write_recorded(store, state, machine.Draft(state.id, 0, ("staging",)))
+    stale = machine.apply(state, machine.Abort(), NOW + 2, AGENT)
+    assert not await store.commit(stale, state.version, events=events_of(state, stale, AGENT))
+    assert await store.events(sid, state.id) == [started(state, AGENT)]
+
+
+async def test_an_idempotent_repeat_of_a_start_adds_no_events(store: Store) -> None:
+    sid = new_session()
+    first = await start_recorded(store, sid, key="retry-1")
+    assert await start_recorded(store, sid, key="retry-1") == first
+    assert await store.events(sid, first.id) == [started(first, AGENT)]
+
+
+async def test_the_events_of_an_unknown_questionnaire_are_none(store: Store) -> None:
+    sid = new_session()
+    await start_recorded(store, sid)
+    assert await store.events(sid, "q-unknown") is None
+    assert await store.events(new_session(), "q-unknown") is None
+
+
+async def test_the_history_lists_a_session_s_questionnaires_newest_first_each_as_it_stands(store: Store) -> None:
+    sid = new_session()
+    cancelled = await start_recorded(store, sid, now=NOW)
+    cancelled, _ = await write_recorded(store, cancelled, machine.Cancel(cancelled.id, 0), now=NOW + 5)
+    waiting = await start_recorded(store, sid, now=NOW + 1)
+    answering = await start_recorded(store, sid, now=NOW + 2)
+    await start_recorded(store, new_session())  # another session's
+
+    summaries = await store.history(sid, None, 10)
+
+    assert [s.questionnaire_id for s in summaries] == [answering.id, waiting.id, cancelled.id]
+    assert summaries[0].seq > summaries[1].seq > summaries[2].seq
+    assert [s.to_wire() for s in summaries] == [
+        {
+            "id": answering.id,
+            "status": "in_progress",
+            "reason": None,
+            "createdAt": NOW + 2,
+            "endedAt": None,
+            "askedBy": "build-agent",
+            "questions": 2,
+        },
+        {
+            "id": waiting.id,
+            "status": "in_progress",
+            "reason": None,
+            "createdAt": NOW + 1,
+            "endedAt": None,
+            "askedBy": "build-agent",
+            "questions": 2,
+        },
+        {
+            "id": cancelled.id,
+            "status": "cancelled",
+            "reason": "user_cancelled",
+            "createdAt": NOW,
+            "endedAt": NOW + 5,
+            "askedBy": "build-agent",
+            "questions": 2,
+        },
+    ]
+
+
+async def test_the_history_pages_from_before_a_questionnaire(store: Store) -> None:
+    sid = new_session()
+    ids = [(await start_recorded(store, sid)).id for _ in range(5)]
+
+    first = await store.history(sid, None, 2)
+    second = await store.history(sid, first[-1].seq, 2)
+    third = await store.history(sid, second[-1].seq, 2)
+
+    assert [s.questionnaire_id for s in first + second + third] == ids[::-1]
+    assert await store.history(sid, third[-1].seq, 2) == []
+    assert await store.history(sid, None, 0) == []
+    assert await store.history(new_session(), None, 5) == []
+
+
+async def test_events_and_the_history_entry_expire_with_their_questionnaire(store: Store) -> None:
+    sid = new_session()
+    store.retention = 0.2
+    state = await start_recorded(store, sid)
+    await write_recorded(store, state, machine.Cancel(state.id, 0))
+    assert len(await store.history(sid, None, 5)) == 1
+
+    async def gone() -> bool:
+        return await store.events(sid, state.id) is None and await store.history(sid, None, 5) == []
+
+    await eventually(gone, "the events and the history entry to expire")
+
+
 # --- retention ------------------------------------------------------------------------
 
 
@@ -811,6 +953,43 @@ async def test_a_session_leaves_the_inbox_index_when_nothing_of_it_is_open(
 
 async def _not_indexed(client: Redis, index: str, sid: str) -> bool:
     return await client.zscore(index, sid) is None
+
+
+async def test_a_retried_write_keeps_its_events_once(redis_store: RedisStore) -> None:
+    """A script run again (its first reply lost) finds its own write and appends nothing;
+    a create run again writes the same events again, not twice."""
+    sid = new_session()
+    fresh = machine.start("q-retried", sid, QUESTIONS, NOW, asked_by="build-agent")
+    first = (started(fresh, AGENT),)
+    await redis_store.create(fresh, None, first)
+    await redis_store.create(fresh, None, first)
+    answered = machine.apply(fresh, machine.AnswerQuestion(fresh.id, 0, "target", ("staging",)), NOW + 1, ALICE)
+    recorded = events_of(fresh, answered, ALICE)
+    assert await redis_store.compare_and_set(answered, fresh.version, recorded)
+    assert await redis_store.compare_and_set(answered, fresh.version, recorded)
+    assert await redis_store.events(sid, fresh.id) == [*first, *recorded]
+
+
+async def test_the_history_lets_go_of_expired_questionnaires_it_passes(
+    redis_store: RedisStore, redis_client: Redis
+) -> None:
+    sid = new_session()
+    gone, kept = await start_recorded(redis_store, sid), await start_recorded(redis_store, sid)
+    await redis_client.delete("qb:{" + sid + "}:q:" + gone.id, "qb:{" + sid + "}:ev:" + gone.id)  # as expiry would
+
+    assert [s.questionnaire_id for s in await redis_store.history(sid, None, 5)] == [kept.id]
+    assert await redis_client.zrange("qb:{" + sid + "}:history", 0, -1) == [kept.id.encode()]
+
+
+async def test_the_events_and_history_keys_expire_with_the_retention(
+    redis_store: RedisStore, redis_client: Redis
+) -> None:
+    sid = new_session()
+    state = await start_recorded(redis_store, sid)
+    await write_recorded(redis_store, state, machine.AnswerQuestion(state.id, 0, "target", ("staging",)))
+    base = "qb:{" + sid + "}:"
+    for key in (base + "q:" + state.id, base + "ev:" + state.id, base + "history"):
+        assert 0 < await redis_client.pttl(key) <= 3600 * 1000, key
 
 
 async def test_a_retried_compare_and_set_reports_its_own_write(redis_store: RedisStore) -> None:

@@ -25,6 +25,7 @@ from websockets.exceptions import ConnectionClosed
 from websockets.frames import Close
 
 from broker.core import frames, machine, results
+from broker.core.actors import Actor, ClientInfo
 from broker.core.model import parse_tool_input
 from broker.core.status import CloseCode, CloseReason
 from clients.bots.cli import check_url, likely_causes, parse_think, probe_brokers, split_urls, token_refusal
@@ -609,3 +610,33 @@ def test_a_rate_limit_is_named_as_a_likely_cause_only_when_bots_were_closed_for_
     assert likely_causes(report, ["http://127.0.0.1:8700"]) == []
     (cause,) = likely_causes(report, ["http://127.0.0.1:8700"], rate_limited=2)
     assert "sending too fast" in cause
+
+
+async def test_a_frame_saying_a_bot_answered_verifies() -> None:
+    plan = _plan()
+    session, bot, _ = _two_bots(plan)
+    play = _Frames(plan)
+    first = play.state.questions[0]
+    by = Actor(None, "client", ClientInfo("bot", "qbroker-bots 1"))
+    play.state = machine.apply(play.state, machine.AnswerQuestion("qn-1", 0, first.id, (first.options[0].id,)), NOW, by)
+    frame = play.view()  # (the broker's own frame, as a bot reads it)
+    assert frame["index"] == 1 and frame["answeredBy"] == by.to_wire()
+    bot._check_answered_by(frame)
+    bot._check_answered_by({"type": "question", "questionnaireId": "qn-1"})  # (a broker before answeredBy)
+    assert _mismatches(session) == []
+
+
+@pytest.mark.parametrize(
+    "answered_by",
+    [
+        {"sub": "alice", "role": "client", "client": {"kind": "web", "name": "qbroker web"}},
+        {"sub": None, "role": "agent", "client": None},
+        {"sub": None, "role": "client", "client": {"kind": "bot", "name": "someone else's bot"}},
+        "a bot",
+    ],
+)
+async def test_a_frame_saying_someone_else_answered_in_a_bots_session_is_a_mismatch(answered_by: Any) -> None:
+    plan = _plan()
+    session, bot, _ = _two_bots(plan)
+    bot._check_answered_by({"type": "question", "questionnaireId": "qn-1", "answeredBy": answered_by})
+    assert len(_mismatches(session)) == 1

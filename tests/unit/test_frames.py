@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from broker.core.actors import Actor, ClientInfo
 from broker.core.errors import BrokerError
 from broker.core.frames import (
     JSON_SUBPROTOCOL,
@@ -618,6 +619,27 @@ def test_closed_frames_carry_the_reason_when_there_is_one() -> None:
     }
     done = answer(answer(answer(state, "a"), "unit"), "yes")
     assert closed(done) == {"type": "closed", "questionnaireId": QID, "status": "completed"}
+
+
+ALICE = Actor("alice", "client", ClientInfo("tui", "qbroker tui"))
+ALICE_WIRE = {"sub": "alice", "role": "client", "client": {"kind": "tui", "name": "qbroker tui"}}
+
+
+def test_the_question_after_an_answer_says_who_answered() -> None:
+    state = new_questionnaire()
+    moved_on = apply(state, AnswerQuestion(QID, 0, "pick", ("a",)), 1.0, ALICE)
+    assert question(moved_on)["answeredBy"] == ALICE_WIRE
+    assert question(resume(clarify(moved_on)))["answeredBy"] == ALICE_WIRE  # (still the one before it)
+    assert "answeredBy" not in question(state)  # nothing answered yet
+    assert "answeredBy" not in question(answer(state, "a"))  # answered by nobody said
+
+
+def test_a_completed_closed_frame_says_who_gave_the_last_answer() -> None:
+    state = answer(answer(new_questionnaire(), "a"), "unit")
+    done = apply(state, AnswerQuestion(QID, 2, "confirm", ("yes",)), 1.0, ALICE)
+    assert closed(done) == {"type": "closed", "questionnaireId": QID, "status": "completed", "answeredBy": ALICE_WIRE}
+    cancelled_after_an_answer = cancel(apply(new_questionnaire(), AnswerQuestion(QID, 0, "pick", ("a",)), 1.0, ALICE))
+    assert "answeredBy" not in closed(cancelled_after_an_answer)  # only a completion is an answer's doing
 
 
 def test_question_and_suspended_refuse_states_that_have_nothing_to_show() -> None:

@@ -19,6 +19,7 @@ import pytest
 from broker import logs
 from broker.config import Config
 from broker.core import frames
+from broker.core.actors import Actor, ClientInfo
 from broker.service import Broker, Encoded
 from broker.store.memory import MemoryStore
 
@@ -122,6 +123,7 @@ class _Client:
         self.client_id = f"c-{uuid.uuid4().hex[:8]}"
         self.session_id = session_id
         self.codec: frames.Codec = "json"
+        self.actor = Actor("tester", "client", ClientInfo("bot", "a test"))
         self.frames: list[Encoded] = []
 
     def deliver(self, *frames: Encoded) -> None:

@@ -12,6 +12,7 @@ import msgpack
 import msgspec
 import pytest
 
+from broker.core.actors import Actor, ClientInfo
 from broker.core.errors import BrokerError
 from broker.core.machine import (
     Abort,
@@ -147,11 +148,31 @@ def test_who_asked_stays_through_every_transition() -> None:
         assert state.asked_by == "build-agent"
 
 
+def test_an_answer_keeps_who_gave_it_until_the_next_answer() -> None:
+    alice = Actor("alice", "client", ClientInfo("tui", "qbroker tui"))
+    bob = Actor("bob", "client", ClientInfo("web", "qbroker web"))
+    state = apply(in_progress(), AnswerQuestion(QID, 0, "pick", ("a",)), T0 + 1, alice)
+    assert state.answered_by == alice
+    state = apply(state, Draft(QID, 1, ("unit",)), T0 + 2, bob)  # a draft is no answer
+    state = apply(state, Clarify(QID, 1, "Which?"), T0 + 3, bob)
+    state = apply(state, Resume(1, "Unit."), T0 + 4, Actor("build-agent", "agent"))
+    assert state.answered_by == alice
+    state = apply(state, AnswerQuestion(QID, 3, "checks", ("unit",)), T0 + 5, bob)
+    assert state.answered_by == bob
+    assert Questionnaire.from_record(json.loads(json.dumps(state.to_record()))) == state
+
+
+def test_an_answer_by_nobody_said_is_kept_as_not_said() -> None:
+    state = apply(in_progress(), AnswerQuestion(QID, 0, "pick", ("a",)), T0 + 1)
+    assert state.answered_by is None and state.to_record()["answeredBy"] is None
+
+
 def test_a_record_without_who_asked_loads_as_not_said() -> None:
     """Records written by brokers before ``askedBy`` existed lack the key."""
-    record = in_progress().to_record()
-    del record["askedBy"]
-    assert Questionnaire.from_record(record).asked_by is None
+    record = answer(in_progress(), "a").to_record()
+    del record["askedBy"], record["answeredBy"]
+    state = Questionnaire.from_record(record)
+    assert state.asked_by is None and state.answered_by is None
 
 
 def test_start_without_questions_is_refused() -> None:
@@ -730,6 +751,7 @@ def test_a_record_is_plain_data() -> None:
         "cancellationReason": None,
         "askedBy": None,
         "clientWait": None,
+        "answeredBy": None,
     }
 
 
@@ -745,7 +767,7 @@ def test_an_answer_keeps_every_field_it_does_not_change() -> None:
     state = resume(clarify(draft(new_questionnaire(), "a")))  # a revision, a clarification, a draft
     # every kept field off its default
     state = msgspec.structs.replace(state, cancellation_reason="aborted", asked_by="build-agent", client_wait=900.0)
-    changed = {"answers", "draft", "status", "step", "version", "updated_at"}
+    changed = {"answers", "draft", "status", "step", "version", "updated_at", "answered_by"}
     for f in msgspec.structs.fields(Questionnaire):
         if f.name not in changed and f.default is not msgspec.NODEFAULT:
             assert getattr(state, f.name) != f.default, f"the sample should set {f.name}"

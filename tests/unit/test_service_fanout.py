@@ -21,6 +21,7 @@ import pytest
 
 from broker.config import Config
 from broker.core import frames, machine
+from broker.core.actors import Actor, ClientInfo
 from broker.core.errors import BrokerError
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, StartInput, parse_tool_input
@@ -97,6 +98,7 @@ class Client:
         self.client_id = f"c-{uuid.uuid4().hex[:8]}"
         self.session_id = session_id
         self.codec: frames.Codec = "json"
+        self.actor = Actor("tester", "client", ClientInfo("bot", "a test"))
         self.frames: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self.closed_with: tuple[int, str] | None = None
 
@@ -646,7 +648,9 @@ async def test_a_command_that_loses_every_compare_and_set_is_a_conflict_and_chan
     async with running() as (broker, store):
         state = await store.create(started(new_session()))
 
-        async def always_lost(state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False) -> None:
+        async def always_lost(
+            state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False, events: Any = ()
+        ) -> None:
             return None
 
         store.commit = always_lost  # type: ignore[method-assign]  # (another writer always wins)

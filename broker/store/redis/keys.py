@@ -5,6 +5,9 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record()
     qb:{sid}:queue         zset  open questionnaire ids, scored by qb:{sid}:seq (strict FIFO)
     qb:{sid}:seq           the session's write counter (every write; also the queue scores)
+    qb:{sid}:ev:<id>       list  the questionnaire's events, oldest first (records.pack_event)
+    qb:{sid}:history       zset  every questionnaire id within retention, scored by the write
+                                 number that created it (the history list, newest first)
     qb:{sid}:idem:<key>    string  Idempotency-Key -> questionnaire id
     qb:{sid}:clients       zset  client id -> heartbeat expiry (Unix seconds)
     qb:{sid}:seen          string  last time the session had a client (Unix seconds)
@@ -35,6 +38,32 @@ that looking up every scope that covers a session is one script on one slot::
 
     qb:{/push}:s:<scope>   hash  endpoint's id -> msgpack of PushSubscription
     qb:{/push}:e:<scope>   zset  endpoint's id, scored by its expiry (Unix seconds)
+
+A write that reached an outcome (completed, cancelled, unavailable, needs_clarification)
+publishes its notice on the outcomes channel too: a process where only agent calls wait on
+a session subscribes to that channel alone and is not woken by every answer.
+
+Keys of no session, with a hash tag of their own that no session id can equal (``!`` is not
+in the session-id alphabet), so that they share one slot::
+
+    qb:{!revocations}:list     hash  j:<jti> / s:<sub> -> "<at> <until>" (broker/core/revocations.py)
+    qb:{!revocations}:version  string  a fresh random id after every revocation
+
+Every broker reads the version twice a second and the list only when the version changed
+(revocations are rare): one GET, on one slot, per broker per half second.
+
+The session scripts only touch keys of one session (but for the create script on one Redis,
+which also adds the session to its inbox shard, above). Every key known before the call is passed in
+KEYS (that is what routes the script to the session's slot on a cluster); four scripts
+also read a questionnaire (or its events) whose id they find inside (the idempotency key's target, the
+queue's members) by building its name from the session's own prefix, which keeps the read
+on the same slot, and so on the node that runs the script. (The write scripts find that
+prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
+``q:``, ``ev:``, ``events`` and ``outcomes`` too.)
+
+A questionnaire's events and the history renew their TTL with every write of the session's
+questionnaires (they go with the questionnaire, in the same script): events expire with
+their questionnaire, and the history outlives every questionnaire it lists.
 """
 
 from __future__ import annotations
@@ -55,6 +84,19 @@ def questionnaire_prefix(session_id: str) -> str:
 
 def claim_key(session_id: str, name: str) -> str:
     return prefix(session_id) + "claim:" + name
+
+
+def write_keys(session_id: str, questionnaire_id: str) -> list[str]:
+    """The keys a write script takes: the questionnaire, queue, seq, inbox, its events, history."""
+    base = prefix(session_id)
+    return [
+        base + "q:" + questionnaire_id,
+        base + "queue",
+        base + "seq",
+        base + "inbox",
+        base + "ev:" + questionnaire_id,
+        base + "history",
+    ]
 
 
 def channel_for(session_id: str, outcomes_only: bool = False) -> str:

@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections import Counter
-from collections.abc import Coroutine
+from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
 from redis.asyncio import Redis
@@ -17,6 +17,8 @@ from redis.exceptions import RedisClusterException, RedisError, ResponseError
 from redis.typing import EncodableT
 
 from broker.core import inbox
+from broker.core.events import Event
+from broker.core.history import Summary
 from broker.core.machine import Questionnaire
 from broker.core.push import PushSubscription
 from broker.core.revocations import Revocation
@@ -34,7 +36,7 @@ from broker.store.base import (
     StoreUnavailable,
     Written,
 )
-from broker.store.records import Records
+from broker.store.records import Records, pack_event, unpack_event
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import reachable
 from broker.store.redis.keys import (
@@ -51,6 +53,7 @@ from broker.store.redis.keys import (
     presence_keys,
     questionnaire_prefix,
     queue_keys,
+    write_keys,
 )
 from broker.store.redis.links import PubSub
 from broker.store.redis.notices import created_notice, head_of, notice_prefix, presence_message
@@ -59,7 +62,9 @@ from broker.store.redis.routing import Routing
 from broker.store.redis.scripts import (
     COMPARE_AND_SET,
     CREATE,
+    EVENTS,
     HEARTBEAT,
+    HISTORY,
     INBOX,
     INDEX,
     LEAVE,
@@ -122,6 +127,8 @@ class RedisStore(Store):
         self._create = commands.register(write_script(CREATE, pubsub.publish, indexed=self._indexed_by_create))
         self._compare_and_set = commands.register(write_script(COMPARE_AND_SET, pubsub.publish))
         self._queue = commands.register(QUEUE)
+        self._events = commands.register(EVENTS)
+        self._history = commands.register(HISTORY)
         self._heartbeat = commands.register(HEARTBEAT)
         self._leave = commands.register(LEAVE)
         self._presence = commands.register(PRESENCE)
@@ -147,9 +154,11 @@ class RedisStore(Store):
 
     # --- questionnaires -------------------------------------------------------------
 
-    async def create(self, state: Questionnaire, idempotency_key: str | None = None) -> Questionnaire:
+    async def create(
+        self, state: Questionnaire, idempotency_key: str | None = None, events: Sequence[Event] = ()
+    ) -> Questionnaire:
         sid = state.session_id
-        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq", inbox_key(sid)]
+        keys = write_keys(sid, state.id)
         indexed = self._indexed_by_create
         if indexed:
             keys.append(index_key(inbox_shard(sid)))
@@ -166,6 +175,7 @@ class RedisStore(Store):
             NOTICE_STATE_LIMIT,
             b"" if entry is None else inbox.pack(entry),
             sid,
+            *[pack_event(event) for event in events],
         ]
         with reachable("create"):
             reply = await self._commands.write(self._create, keys, args, lambda r: int(r[0]) == 1)
@@ -184,11 +194,16 @@ class RedisStore(Store):
         return None if record is None else self._unpack(record)
 
     async def commit(
-        self, state: Questionnaire, expected_version: int, *, shown_by_writer: bool = False
+        self,
+        state: Questionnaire,
+        expected_version: int,
+        *,
+        shown_by_writer: bool = False,
+        events: Sequence[Event] = (),
     ) -> Written | None:
         # (The notice goes out regardless: other processes' clients and waiters need it.)
         sid = state.session_id
-        keys = [questionnaire_prefix(sid) + state.id, prefix(sid) + "queue", prefix(sid) + "seq", inbox_key(sid)]
+        keys = write_keys(sid, state.id)
         entry = inbox.entry_of(state)
         args: list[EncodableT] = [
             expected_version,
@@ -203,6 +218,8 @@ class RedisStore(Store):
             b"" if entry is None else inbox.pack(entry),
             0 if entry is None else inbox.moment_length(entry),
         ]
+        for event in events:  # (in the same script: no round trip of its own)
+            args.append(pack_event(event))
         with reachable("compare_and_set"):
             reply = await self._commands.write(self._compare_and_set, keys, args, lambda r: isinstance(r, list))
         if not isinstance(reply, list):
@@ -230,6 +247,26 @@ class RedisStore(Store):
             )
         seq = int(reply[0])
         return self._head(reply[1], seq) if len(reply) > 1 else Head(None, seq)
+
+    async def events(self, session_id: str, questionnaire_id: str) -> list[Event] | None:
+        base = prefix(session_id)
+        with reachable("events"):
+            packed = await self._commands.run(
+                self._events, [base + "q:" + questionnaire_id, base + "ev:" + questionnaire_id], []
+            )
+        return None if packed is None else [unpack_event(bytes(event)) for event in packed]
+
+    async def history(self, session_id: str, before: int | None, count: int) -> list[Summary]:
+        if count <= 0:
+            return []
+        base = prefix(session_id)
+        top = "+inf" if before is None else f"({before}"
+        with reachable("history"):
+            found = await self._commands.run(self._history, [base + "history"], [base, top, count])
+        return [
+            Summary(bytes(qid).decode(), int(score), unpack_event(bytes(first)), unpack_event(bytes(last)))
+            for qid, score, first, last in found
+        ]
 
     async def write_counts(self, session_ids: list[str]) -> list[int]:
         keys = [prefix(sid) + "seq" for sid in session_ids]

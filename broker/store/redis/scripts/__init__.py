@@ -2,8 +2,8 @@
 as package data; pyproject.toml).
 
 Every write is one Lua script, so it is one round trip and atomic: compare-and-set checks
-the version, maintains the queue, counts the write, renews the retention TTL and publishes
-the notice in the same step; one that closes a questionnaire also finds the session's next
+the version, maintains the queue, counts the write, appends the write's events, renews the
+retention TTL and publishes the notice in the same step; one that closes a questionnaire also finds the session's next
 head, and returns it with the write's number, so the writer needs no second read.
 
 A retried script (the reply of the first attempt was lost) is harmless: create rewrites the
@@ -33,6 +33,8 @@ INBOX: Final = _read("inbox.lua")
 INDEX: Final = _read("index.lua")
 
 QUEUE: Final = _read("queue.lua")
+EVENTS: Final = _read("events.lua")
+HISTORY: Final = _read("history.lua")
 HEARTBEAT: Final = _read("heartbeat.lua")
 LEAVE: Final = _read("leave.lua")
 PRESENCE: Final = _read("presence.lua")

@@ -1,9 +1,10 @@
 -- A write script: scripts/__init__.py puts the prelude (PUBLISH) and msgpack.lua before it.
--- KEYS: questionnaire hash, queue, seq, inbox
+-- KEYS: questionnaire hash, queue, seq, inbox, events, history
 -- ARGV: expected version, new version, record, retention ms, '1' if terminal, id, notice prefix,
 --       notice record limit, '1' if an outcome (the notice also goes to the outcomes channel),
 --       the inbox entry (of an open state), the length of its prefix that says its step and
---       status (a stored entry with the same prefix stays: a draft does not move it)
+--       status (a stored entry with the same prefix stays: a draft does not move it),
+--       event... (appended to the questionnaire's)
 -- Returns 0 when the version moved on; else {seq} or, for a terminal state, {seq, 1, head
 -- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
 local current = redis.call('HGET', KEYS[1], 'v')
@@ -16,6 +17,9 @@ local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 
 local seq = redis.call('INCR', KEYS[3])
 redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+if #ARGV > 11 then redis.call('RPUSH', KEYS[5], unpack(ARGV, 12)) end
+redis.call('PEXPIRE', KEYS[5], ARGV[4])  -- the events and the history live as long as it does
+redis.call('PEXPIRE', KEYS[6], ARGV[4])
 local reply = {seq}
 local head = '\192'  -- nil: not said
 if ARGV[5] == '1' then

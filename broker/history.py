@@ -1,0 +1,177 @@
+"""The record of a session, over HTTP: who changed each questionnaire, and the session's history.
+
+    GET /v1/sessions/{sid}/questionnaires/{id}/events   -> {"events": [...]}
+    GET /v1/sessions/{sid}/questionnaires?status=&limit=&before=   -> {"items": [...], "next": ...}
+
+Both are read-only and answer an agent token or a client token whose scope covers the
+session, presented as ``Authorization: Bearer`` (a client's token travels in its hello on
+the websocket; here, where there is no hello, in the header). Off the hot path: plain ASGI
+like the agent API (broker/http.py, whose error shape they share: messages start with
+``history:`` or ``events:``), routed by broker/app.py.
+Events and history hold ids, steps, times and who: never an answer or a text.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any, Final
+from urllib.parse import parse_qsl
+
+import orjson
+from starlette.types import Scope, Send
+
+from broker.auth import Claims, valid_session_id
+from broker.core.errors import BrokerError
+from broker.core.history import STATUSES, Summary
+from broker.core.wire import SESSION_ID_RULE
+from broker.service import Broker
+from broker.store.base import StoreUnavailable
+
+log = logging.getLogger("qbroker.http")
+
+_PREFIX: Final = "/v1/sessions/"
+_ALLOW: Final = "GET, HEAD"
+DEFAULT_LIMIT: Final = 50
+MAX_LIMIT: Final = 200
+# A page filtered by status looks at no more questionnaires than this; when it stops short,
+# ``next`` says where the next page goes on (a page may then hold fewer than ``limit``).
+MAX_SCAN: Final = 1000
+_SCAN_BATCH: Final = 100
+_LIST_PARAMS: Final = frozenset({"status", "limit", "before"})
+
+
+def match(path: str) -> tuple[str, str | None] | None:
+    """``(sid, None)`` for ``/v1/sessions/{sid}/questionnaires``, ``(sid, qid)`` for
+    ``/v1/sessions/{sid}/questionnaires/{qid}/events``, None for any other path."""
+    if not path.startswith(_PREFIX):
+        return None
+    parts = path[len(_PREFIX) :].split("/")
+    if len(parts) == 2 and parts[1] == "questionnaires" and parts[0]:
+        return parts[0], None
+    if len(parts) == 4 and parts[1] == "questionnaires" and parts[3] == "events" and parts[0] and parts[2]:
+        return parts[0], parts[2]
+    return None
+
+
+class HistoryAPI:
+    """The ASGI endpoint for the paths ``match`` accepts."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+
+    async def __call__(self, scope: Scope, send: Send, sid: str, qid: str | None) -> None:
+        method: str = scope["method"]
+        word = "history" if qid is None else "events"  # (what every error message starts with)
+        extra: list[tuple[bytes, bytes]] = []
+        try:
+            if method not in ("GET", "HEAD"):
+                extra.append((b"allow", _ALLOW.encode()))
+                raise BrokerError("method_not_allowed", f"{method} is not allowed on this path; use GET")
+            await self._authorize(scope, sid)
+            query = _query(scope)
+            if qid is None:
+                status, body = 200, orjson.dumps(await self._list(sid, query))
+            else:
+                _only(query, frozenset())
+                status, body = 200, orjson.dumps(await self._events(sid, qid))
+        except BrokerError as exc:
+            self.broker.metrics.errors.labels(exc.code).inc()
+            status = 405 if exc.code == "method_not_allowed" else exc.http_status
+            body = _error_body(exc.code, f"{word}: {exc.message}")
+        except StoreUnavailable:
+            log.warning("store unavailable", extra={"path": scope["path"]})
+            self.broker.metrics.errors.labels("store_unavailable").inc()
+            body = _error_body("store_unavailable", f"{word}: the state store is unavailable; retry shortly")
+            status = 503
+        except Exception:  # a bug: a JSON 500, logged
+            log.exception("history call failed", extra={"path": scope["path"], "method": method})
+            status, body = 500, _error_body("internal_error", f"{word}: the broker failed on this call; see its log")
+        headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+
+    async def _authorize(self, scope: Scope, session_id: str) -> Claims:
+        """An agent or client token, covering the path's session."""
+        header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), "")
+        scheme, _, token = header.partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise BrokerError("unauthorized", "missing 'Authorization: Bearer <agent or client token>'")
+        claims = await self.broker.tokens.verify(token.strip(), role=None)
+        if claims.role not in ("agent", "client"):
+            raise BrokerError("unauthorized", f"{claims.role} tokens cannot be used here: use an agent or client token")
+        if not valid_session_id(session_id):
+            raise BrokerError("invalid_arguments", f"the session id must be {SESSION_ID_RULE}")
+        if not claims.allows(session_id):
+            raise BrokerError("forbidden", f"this token is not valid for session {session_id}")
+        return claims
+
+    async def _events(self, session_id: str, questionnaire_id: str) -> dict[str, Any]:
+        events = await self.broker.store.events(session_id, questionnaire_id)
+        if events is None:
+            raise BrokerError("unknown_questionnaire", f"no questionnaire {questionnaire_id} in session {session_id}")
+        return {"events": [event.to_wire() for event in events]}
+
+    async def _list(self, session_id: str, query: list[tuple[str, str]]) -> dict[str, Any]:
+        _only(query, _LIST_PARAMS)
+        given = dict(query)
+        status = given.get("status")
+        if status is not None and status not in STATUSES:
+            raise BrokerError("invalid_arguments", f"status must be one of {', '.join(STATUSES)}")
+        limit = _whole(given.get("limit"), "limit", DEFAULT_LIMIT)
+        if not 1 <= limit <= MAX_LIMIT:
+            raise BrokerError("invalid_arguments", f"limit must be 1-{MAX_LIMIT}")
+        before = _whole(given["before"], "before", 0) if "before" in given else None
+        items, following = await page(self.broker, session_id, status, limit, before)
+        return {"items": [item.to_wire() for item in items], "next": None if following is None else str(following)}
+
+
+async def page(
+    broker: Broker, session_id: str, status: str | None, limit: int, before: int | None
+) -> tuple[list[Summary], int | None]:
+    """Up to ``limit`` summaries (of ``status`` only, when given), newest first, from
+    ``before``; and the cursor of the next page (None: there is none)."""
+    store, found, cursor, scanned = broker.store, list[Summary](), before, 0
+    while True:
+        want = limit + 1 - len(found) if status is None else _SCAN_BATCH
+        batch = await store.history(session_id, cursor, want)
+        for summary in batch:
+            scanned += 1
+            if status is None or summary.status == status:
+                found.append(summary)
+                if len(found) > limit:  # one more than the page: there is a next page
+                    return found[:limit], found[limit - 1].seq
+            cursor = summary.seq
+        if len(batch) < want:
+            return found, None
+        if scanned >= MAX_SCAN:
+            return found, cursor
+
+
+def _query(scope: Scope) -> list[tuple[str, str]]:
+    raw: bytes = scope["query_string"]
+    return parse_qsl(raw.decode("latin-1"), keep_blank_values=True) if raw else []
+
+
+def _only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
+    """Refuse unknown or repeated parameters: a typo must not silently list everything."""
+    names = [name for name, _ in query]
+    unknown = sorted(set(names) - allowed)
+    if unknown:
+        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
+        takes = ", ".join(sorted(allowed)) or "none"
+        raise BrokerError("invalid_arguments", f"unknown query parameter(s) {shown}; this call takes {takes}")
+    repeated = sorted(name for name in allowed if names.count(name) > 1)
+    if repeated:
+        raise BrokerError("invalid_arguments", f"query parameter {repeated[0]!r} is given more than once")
+
+
+def _whole(raw: str | None, name: str, default: int) -> int:
+    if raw is None:
+        return default
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:  # ("" included)
+        raise BrokerError("invalid_arguments", f"{name} must be a whole number, got {raw[:40]!r}")
+    return int(raw)
+
+
+def _error_body(code: str, message: str) -> bytes:
+    return orjson.dumps({"error": {"code": code, "message": message}})
