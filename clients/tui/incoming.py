@@ -15,6 +15,7 @@ from __future__ import annotations
 from broker.core.secret_shapes import RULES
 from clients.tui import secret_stop
 from clients.tui.state import Frame, Notice, TuiState
+from clients.tui.who import answered_by_phrase, own_answer
 
 ERROR_TEXT: dict[str, str] = {
     "stale_step": "That question changed meanwhile (answered on another screen?) — showing the latest.",
@@ -87,7 +88,7 @@ def apply(state: TuiState, frame: Frame) -> None:
         state.draft_refs.clear()
     elif kind == "closed":
         state.busy = False
-        state.notice = _closed_notice(frame)
+        state.notice = _closed_notice(frame, _completed_elsewhere(state, frame))
         if frame.get("questionnaireId") == state.lost:
             state.lost = None  # the closed notice says what became of it
     elif kind == "error":
@@ -150,6 +151,9 @@ def _apply_question(state: TuiState, frame: Frame) -> None:
             state.scroll.text_top = 0
             state.last_other = state.other or ""
             state.last_clarify = ""
+        told = _answered_elsewhere(frame, state.sent_answer) if not resumed else None
+        if told is not None:
+            state.notice = Notice("info", told, frame["questionnaireId"])
         if resumed:
             # Back from a clarification: on the first chosen option, as the browser does,
             # so that Enter continues rather than reopening "Ask to clarify…".
@@ -195,10 +199,33 @@ def _check_question(frame: Frame) -> None:
         raise ValueError("malformed question frame")
 
 
-def _closed_notice(frame: Frame) -> Notice:
+def _answered_elsewhere(frame: Frame, sent: tuple[str, int] | None) -> str | None:
+    """ "Question 1 was answered by alice in the browser." over a question that another
+    screen moved on to; None when it was this client's answer or nothing is said."""
+    phrase = answered_by_phrase(frame.get("answeredBy"))
+    if phrase is None or frame["index"] < 1 or own_answer(sent, frame["questionnaireId"], frame["step"] - 1):
+        return None
+    return f"Question {frame['index']} was {phrase}."
+
+
+def _completed_elsewhere(state: TuiState, frame: Frame) -> str | None:
+    """Who completed the questionnaire of ``frame`` (a ``closed``) on another screen, as
+    a phrase; None when it was this client (it answered the last question shown)."""
+    if frame.get("status") != "completed":
+        return None
+    shown = state.frame
+    step = shown["step"] if shown is not None and shown["questionnaireId"] == frame.get("questionnaireId") else None
+    if own_answer(state.sent_answer, frame.get("questionnaireId"), step):
+        return None
+    return answered_by_phrase(frame.get("answeredBy"))
+
+
+def _closed_notice(frame: Frame, answered_elsewhere: str | None = None) -> Notice:
     status = frame.get("status")
     reason = frame.get("reason")
     about = frame.get("questionnaireId")
+    if status == "completed" and answered_elsewhere:
+        return Notice("ok", f"Questionnaire completed — {answered_elsewhere}.", about)
     if status == "completed":
         return Notice("ok", "Questionnaire completed — your answers were sent to the agent.", about)
     if status == "cancelled":

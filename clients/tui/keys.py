@@ -182,7 +182,9 @@ def _answer(state: TuiState, option_ids: list[str], other: str | None) -> list[F
     if other:
         fields["other"] = other
     state.busy = True
-    return [_command(state, "answer", **fields)]
+    frame = _command(state, "answer", **fields)
+    state.sent_answer = (frame["questionnaireId"], frame["step"])
+    return [frame]
 
 
 def _key_input(state: TuiState, name: str, data: str) -> list[Frame]:

@@ -73,6 +73,7 @@ class TuiState:
         # The frames sent: each carries a new ``ref``; the drafts' are kept until their echo.
         self.last_ref = 0
         self.draft_refs: set[int] = set()
+        self.sent_answer: tuple[str, int] | None = None  # (questionnaire, step) of the last answer sent
         # The questionnaire on screen when the connection went down: if the broker, once back,
         # shows something else without a ``closed`` frame for it, the person is told it ended.
         self.lost: str | None = None

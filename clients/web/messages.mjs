@@ -2,6 +2,11 @@
  * ended. Pure: no DOM. */
 
 import { RULES } from "./secret-shapes.mjs";
+import { sentence } from "./text.mjs";
+
+function capitalized(text) {
+  return text.charAt(0).toUpperCase() + text.slice(1);
+}
 
 const ERROR_TITLES = {
   stale_step: "That question had already moved on",
@@ -54,10 +59,15 @@ function secretRefusal(frame) {
     ". Nothing was sent; agents should never be given passwords, keys or tokens.";
 }
 
-/** A toast for a `closed` frame. */
-export function closedToast(frame) {
+/** A toast for a `closed` frame; `answeredBy`: "answered by alice in the terminal" when
+ * another screen gave the last answer (who.mjs), else null. */
+export function closedToast(frame, answeredBy = null) {
   const reason = frame.reason;
   if (frame.status === "completed") {
+    if (answeredBy) {
+      return { kind: "success", title: "Questionnaire completed", text: sentence(capitalized(answeredBy)) +
+        " The agent has the answers.", ttl: 8000, code: null, hideCode: false };
+    }
     return { kind: "success", title: "Answers sent", text: "The agent has your answers.", ttl: 8000, code: null, hideCode: false };
   }
   if (frame.status === "cancelled") {
@@ -69,8 +79,10 @@ export function closedToast(frame) {
       reason === "ui_unavailable" ? "No answering page was open in time." : "It is no longer available." };
 }
 
-/** The note under "Waiting for questions" about the last `closed` frame. */
-export function lastClosedNote(frame) {
+/** The note under "Waiting for questions" about the last `closed` frame (`answeredBy`: as
+ * for closedToast). */
+export function lastClosedNote(frame, answeredBy = null) {
+  if (frame.status === "completed" && answeredBy) return "The last questionnaire was " + answeredBy + ".";
   if (frame.status === "completed") return "Your last answers were sent to the agent.";
   if (frame.status === "cancelled") {
     return frame.reason === "aborted" ? "The agent withdrew its last questionnaire." : "You cancelled the last questionnaire.";

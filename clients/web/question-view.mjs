@@ -154,6 +154,7 @@ export function questionCard(model, actions) {
     offlineBanner(),
     endedNoteNode(model, frame.questionnaireId, () => actions.dismissEndedNote()),
     progressNode(frame),
+    model.answeredNote ? h("p", { class: "answered-note", id: "answered-note", role: "note", text: model.answeredNote }) : null,
     clarificationsNode(frame),
     h("header", { class: "q-head" },
       h("p", { class: "q-label", id: "q-label", text: q.label || q.id }),

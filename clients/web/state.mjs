@@ -34,6 +34,7 @@ import { closedToast, ENDED_UNSEEN, ENDED_UNSEEN_WHY, errorToast, lastClosedNote
 import { fatalScreen } from "./reconnect.mjs";
 import { HELD_DRAFT, SecretGuard } from "./secret-guard.mjs";
 import { sentence } from "./text.mjs";
+import { answeredByPhrase, answeredNote, ownAnswer } from "./who.mjs";
 
 export const DRAFT_TEXT_DEBOUNCE_MS = 400;
 export const DRAFT_ECHO_GRACE_MS = 3000;
@@ -79,6 +80,9 @@ export class PageState {
     this.draftTextDue = null; // when typed Other text is sent as a draft (the person is typing)
     this.busy = null; // {ref, until}: an answer/clarify/cancel awaiting its effect
     this.lastClosed = null;
+    this.lastClosedBy = null; // "answered by alice in the terminal" when another screen completed it
+    this.sentAnswer = null; // {questionnaireId, step} of the last answer this page sent
+    this.answeredNote = null; // over the question: who answered the one before, on another screen
     this.reconnectFrom = null; // after a reconnect's welcome: the questionnaire on screen before it
     this.endedNote = null; // {shownId}: the one on screen ended unseen while disconnected
     this.cancelFor = null; // the questionnaire the open cancel dialog is about
@@ -144,7 +148,7 @@ export class PageState {
   idleNote() {
     if (this.endedNote) return { status: "ended", text: ENDED_UNSEEN + " " + ENDED_UNSEEN_WHY };
     if (!this.lastClosed) return null;
-    return { status: this.lastClosed.status, text: lastClosedNote(this.lastClosed) };
+    return { status: this.lastClosed.status, text: lastClosedNote(this.lastClosed, this.lastClosedBy) };
   }
 
   /** True when the questionnaire `shownId` gets the note that the one before it ended unseen. */
@@ -266,6 +270,7 @@ export class PageState {
     this.dropSecretStop(out);
     this.guard.reset(); // what was confirmed was about the step before
     this.guard.accept(frame.draft && frame.draft.other);
+    this.answeredNote = resumed ? null : answeredNote(frame, this.sentAnswer);
     this.show("question", key);
     const label = q.label || q.id || "";
     if (resumed) {
@@ -273,7 +278,7 @@ export class PageState {
       const latest = answered.length ? answered[answered.length - 1] : null;
       out.announce = "The agent replied" + (latest ? ": " + sentence(latest.response) : ".") + " Back to " + label + ".";
     } else {
-      out.announce = (endedUnseen ? ENDED_UNSEEN + " " : "") +
+      out.announce = (endedUnseen ? ENDED_UNSEEN + " " : "") + (this.answeredNote ? this.answeredNote + " " : "") +
         "Question " + (frame.index + 1) + " of " + frame.total + ": " + (q.prompt || label);
     }
     out.newQuestion = true;
@@ -320,9 +325,13 @@ export class PageState {
   }
 
   onClosed(frame, out) {
+    // Completed on another screen: the last question shown was answered there, not here.
+    const shownStep = this.frame && this.frame.questionnaireId === frame.questionnaireId ? this.frame.step : null;
+    const elsewhere = frame.status === "completed" && !ownAnswer(this.sentAnswer, frame.questionnaireId, shownStep);
     this.lastClosed = frame;
+    this.lastClosedBy = elsewhere ? answeredByPhrase(frame.answeredBy) : null;
     this.busy = null;
-    out.toasts.push(closedToast(frame));
+    out.toasts.push(closedToast(frame, this.lastClosedBy));
     if (this.view === "idle") this.show("idle"); // the note says how the last one ended
   }
 
@@ -428,6 +437,7 @@ export class PageState {
     }
     this.draftTextDue = null; // the answer carries the text; a late draft would only be stale
     this.command(frame, now, out);
+    this.sentAnswer = { questionnaireId: f.questionnaireId, step: f.step };
   }
 
   /** "Send anyway": the text is confirmed and what was stopped is done again. */

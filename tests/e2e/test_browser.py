@@ -483,6 +483,31 @@ def test_a_reload_mid_multi_keeps_the_draft_and_other_tabs_stay_in_sync(
     assert errors == []
 
 
+def test_the_other_tab_is_told_who_answered_and_its_own_answers_are_not_told_back(
+    web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    errors: list[str] = []
+    alice, bob = (_watch(web_context.new_page(), errors) for _ in range(2))
+    for page, sub in ((alice, "alice"), (bob, "bob")):
+        page.goto(link(web_broker.url, web_sid, token(web_sid, "client", sub=sub)))
+        expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+    web_agent.start(TARGET, NOTIFY)
+
+    option(alice, "staging").click()
+    expect(bob.locator("#progress-count")).to_have_text("Question 2 of 2")
+    expect(bob.get_by_role("note")).to_have_text("Question 1 was answered by alice in the browser.")
+    expect(bob.locator("#announcer")).to_contain_text("Question 1 was answered by alice in the browser.")
+    expect(alice.locator("#progress-count")).to_have_text("Question 2 of 2")
+    expect(alice.locator("#answered-note")).to_have_count(0)
+
+    option(alice, "team").click()
+    expect(bob.locator(".toast-success")).to_contain_text("Answered by alice in the browser.")
+    expect(bob.locator(".idle-note")).to_have_text("The last questionnaire was answered by alice in the browser.")
+    expect(alice.locator(".toast-success")).to_contain_text("The agent has your answers.")
+    expect(alice.locator(".idle-note")).to_have_text("Your last answers were sent to the agent.")
+    assert errors == []
+
+
 def test_error_frames_are_shown_as_readable_messages(
     web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:

@@ -9,6 +9,7 @@ text it expects on the captured screen. The screenshot test also saves
 
 from __future__ import annotations
 
+import json
 import re
 import sys
 from collections.abc import Iterator
@@ -16,6 +17,8 @@ from typing import Any
 
 import httpx
 import pytest
+from websockets.sync.client import connect
+from websockets.typing import Subprotocol
 
 from clients.tui.text import cells
 from tests.helpers.ansi_png import render_png
@@ -152,6 +155,56 @@ def test_single_question_is_answered_with_enter(terminal: Terminal, live: Broker
     assert result["details"]["status"] == "completed"
     assert answers(result)["deploy_target"]["selectedOptionIds"] == ["production"]
     assert answers(result)["codename"]["selectedOptionIds"] == ["aurora"]
+
+
+def answer_elsewhere(process: BrokerProcess, sid: str, sub: str, *option_ids: str) -> None:
+    """Answer the questions shown, one option each, as another screen of the session would
+    (a browser page's hello: ``kind`` web)."""
+    with connect(
+        f"{process.ws_url}/v1/sessions/{sid}/ws", subprotocols=[Subprotocol("qbroker.v1.json")], open_timeout=10
+    ) as ws:
+        hello = {
+            "type": "hello",
+            "token": token(sid, "client", sub=sub),
+            "client": {"kind": "web", "name": "qbroker web"},
+        }
+        ws.send(json.dumps(hello))
+        for option_id in option_ids:
+            while (frame := json.loads(ws.recv(timeout=10)))["type"] != "question":
+                pass
+            ws.send(
+                json.dumps(
+                    {
+                        "type": "answer",
+                        "questionnaireId": frame["questionnaireId"],
+                        "step": frame["step"],
+                        "questionId": frame["question"]["id"],
+                        "selectedOptionIds": [option_id],
+                    }
+                )
+            )
+        while json.loads(ws.recv(timeout=10))["type"] not in ("question", "closed"):
+            pass  # the answer took: the broker moved on
+
+
+def test_who_answered_on_another_screen_is_shown_and_its_own_answers_are_not(
+    terminal: Terminal, live: BrokerProcess
+) -> None:
+    sid = session_id()
+    terminal.start(tui_argv(live, sid, token(sid, "client", sub="bob")))
+    terminal.wait_for("Waiting for questions", "● connected")
+    first = start(live, sid, TARGET, NAME)
+    terminal.wait_for("Question 1 of 2")
+    answer_elsewhere(live, sid, "alice", "staging")
+    terminal.wait_for("Question 2 of 2", "Question 1 was answered by alice in the browser.")
+    terminal.keys("Enter")
+    terminal.wait_for("Questionnaire completed — your answers were sent to the agent.")
+    assert outcome(live, sid, first)["details"]["status"] == "completed"
+
+    start(live, sid, NAME)
+    terminal.wait_for("Question 1 of 1")
+    answer_elsewhere(live, sid, "alice", "borealis")
+    terminal.wait_for("Questionnaire completed — answered by alice in the browser.", "Waiting for questions")
 
 
 def test_multi_question_explains_unmet_bounds(terminal: Terminal, live: BrokerProcess) -> None:
