@@ -17,6 +17,7 @@ from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
 from typing import Any
 
+import httpx
 import pytest
 from mcp import Client
 from mcp.client.session import ClientSession
@@ -284,3 +285,31 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(mcp_deployment: 
     assert qid in logs  # the logs are there, at debug
     for secret in secrets:
         assert secret not in logs
+
+
+async def test_the_record_names_the_hosts_agent_as_who_asked_and_resumed(mcp_deployment: Deployment, sid: str) -> None:
+    async with someone(mcp_deployment, sid) as p, host(mcp_deployment, sid) as client:
+        call = asyncio.create_task(client.call_tool("questionnaire", start_body(single("target"))))
+        question = await p.wait_for("question")
+        await p.clarify(question, "Which target?")
+        await asyncio.wait_for(call, QUICK)
+        qid = question["questionnaireId"]
+        call = asyncio.create_task(client.call_tool("questionnaire", resume_body(qid, 1, "The usual one.")))
+        again = await p.wait_for("question", where=lambda f: f["step"] == 2)
+        await p.answer(again, ["staging"])
+        await asyncio.wait_for(call, QUICK)
+    async with httpx.AsyncClient(timeout=QUICK) as http:
+        response = await http.get(
+            f"{mcp_deployment.agent_url}/v1/sessions/{sid}/questionnaires/{qid}/events",
+            headers={"Authorization": f"Bearer {token(sid, 'client')}"},
+        )
+    assert response.status_code == 200, response.text
+    agent = {"sub": "agent-7", "role": "agent", "client": None}
+    assert [(e["type"], e["by"]["role"]) for e in response.json()["events"]] == [
+        ("started", "agent"),
+        ("clarification_requested", "client"),
+        ("resumed", "agent"),
+        ("answered", "client"),
+        ("completed", "client"),
+    ]
+    assert [e["by"] for e in response.json()["events"] if e["type"] in ("started", "resumed")] == [agent, agent]
