@@ -819,10 +819,10 @@ async def test_the_history_pages_from_before_a_questionnaire(store: Store) -> No
 
 async def test_events_and_the_history_entry_expire_with_their_questionnaire(store: Store) -> None:
     sid = new_session()
-    store.retention = 0.2
     state = await start_recorded(store, sid)
-    await write_recorded(store, state, machine.Cancel(state.id, 0))
     assert len(await store.history(sid, None, 5)) == 1
+    store.retention = 0.2  # (from its last write on: the cancel)
+    await write_recorded(store, state, machine.Cancel(state.id, 0))
 
     async def gone() -> bool:
         return await store.events(sid, state.id) is None and await store.history(sid, None, 5) == []
