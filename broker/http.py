@@ -26,6 +26,7 @@ from broker.replies import header as _header
 from broker.replies import respond as _respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
+from broker.tokens import bearer_token
 
 log = logging.getLogger("qbroker.http")
 
@@ -141,11 +142,11 @@ async def verify_agent(broker: Broker, header: str | None) -> Claims:
     """The claims of the agent token in an ``Authorization`` header; ``unauthorized`` (401)
     when there is none, or it is invalid, expired, revoked or not an agent's. (The MCP
     endpoint checks its requests with this too.)"""
-    scheme, _, token = (header or "").partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(header)
+    if token is None:
         raise BrokerError("unauthorized", "questionnaire: missing 'Authorization: Bearer <agent token>'")
     try:
-        return await broker.tokens.verify(token.strip(), role="agent")
+        return await broker.tokens.verify(token, role="agent")
     except BrokerError as exc:
         raise BrokerError("unauthorized", f"questionnaire: {exc.message}") from None
 

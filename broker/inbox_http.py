@@ -21,9 +21,11 @@ from starlette.types import Receive, Scope, Send
 from broker.auth import Claims
 from broker.core import inbox
 from broker.core.errors import BrokerError
+from broker.replies import header
 from broker.service import Broker
 from broker.service.inbox import read_inbox
 from broker.store.base import StoreUnavailable
+from broker.tokens import bearer_token
 
 log = logging.getLogger("qbroker.http")
 
@@ -95,12 +97,11 @@ class InboxAPI:
         }
 
     async def _authorize(self, scope: Scope) -> Claims:
-        header = next((value.decode("latin-1") for key, value in scope["headers"] if key == b"authorization"), "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_token(header(scope["headers"], b"authorization"))
+        if token is None:
             raise BrokerError("unauthorized", "inbox: missing 'Authorization: Bearer <client token>'")
         try:
-            return await self.broker.tokens.verify(token.strip(), role="client")
+            return await self.broker.tokens.verify(token, role="client")
         except BrokerError as exc:
             raise BrokerError("unauthorized", f"inbox: {exc.message}") from None
 

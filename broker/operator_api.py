@@ -26,6 +26,7 @@ from broker.core.errors import BrokerError
 from broker.replies import error_body, header, respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
+from broker.tokens import bearer_token
 
 log = logging.getLogger("qbroker.operator")
 
@@ -65,10 +66,10 @@ class OperatorAPI:
 
     async def _revoke(self, scope: Scope, receive: Receive) -> dict[str, Any]:
         headers: list[tuple[bytes, bytes]] = scope["headers"]
-        scheme, _, token = (header(headers, b"authorization") or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_token(header(headers, b"authorization"))
+        if token is None:
             raise BrokerError("unauthorized", "missing 'Authorization: Bearer <admin token>'")
-        claims = await self.broker.tokens.verify(token.strip(), role=None)
+        claims = await self.broker.tokens.verify(token, role=None)
         if claims.role != "admin":
             raise BrokerError("forbidden", f"only an admin token may revoke tokens, not {claims.role} tokens")
         jti, sub, exp = _parse(await _body(receive, header(headers, b"content-length")))

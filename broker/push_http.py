@@ -29,6 +29,7 @@ from broker.core import push
 from broker.core.errors import BrokerError
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
+from broker.tokens import bearer_token
 
 log = logging.getLogger("qbroker.push")
 
@@ -85,11 +86,10 @@ async def subscriptions(request: Request) -> Response:
 
 
 async def _client(broker: Broker, request: Request) -> Claims:
-    header = request.headers.get("authorization", "")
-    scheme, _, token = header.partition(" ")
-    if scheme.lower() != "bearer" or not token.strip():
+    token = bearer_token(request.headers.get("authorization"))
+    if token is None:
         raise BrokerError("unauthorized", "push: a client token is required (Authorization: Bearer <token>)")
-    claims = await broker.tokens.verify(token.strip(), role="client")
+    claims = await broker.tokens.verify(token, role="client")
     if claims.role == "admin":  # (an admin token acts on no session)
         raise BrokerError("forbidden", "push: an admin token covers no session")
     return claims

@@ -237,3 +237,12 @@ class Tokens:
             if self._store_was_down:
                 log.info("revocations refreshed again")
                 self._store_was_down = False
+
+
+def bearer_token(authorization: str | None) -> str | None:
+    """The token of an ``Authorization: Bearer <token>`` header (the scheme in any case, as
+    RFC 7235 has it); None when there is no header, no token, or another scheme. Every HTTP
+    endpoint reads its token with this, then refuses a None in its own words."""
+    scheme, _, token = (authorization or "").partition(" ")
+    token = token.strip()
+    return token if scheme.lower() == "bearer" and token else None
