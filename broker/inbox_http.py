@@ -21,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 from broker.auth import Claims
 from broker.core import inbox
 from broker.core.errors import BrokerError
-from broker.replies import header
+from broker.replies import error_body, header, respond
 from broker.service import Broker
 from broker.service.inbox import read_inbox
 from broker.store.base import StoreUnavailable
@@ -51,37 +51,17 @@ class InboxAPI:
         except BrokerError as exc:
             self.broker.metrics.errors.labels(exc.code).inc()
             status = 405 if exc.code == "method_not_allowed" else exc.http_status
-            body = _error(exc.code, exc.message)
+            body = error_body(exc.code, exc.message)
         except StoreUnavailable:
             log.warning("store unavailable", extra={"path": scope["path"]})
             self.broker.metrics.errors.labels("store_unavailable").inc()
             status = 503
-            body = orjson.dumps(
-                {
-                    "error": {
-                        "code": "store_unavailable",
-                        "message": "inbox: the state store is unavailable; retry shortly",
-                    }
-                }
-            )
+            body = error_body("store_unavailable", "inbox: the state store is unavailable; retry shortly")
         except Exception:  # a bug: answer 500 and log it
             log.exception("inbox call failed", extra={"path": scope["path"]})
             status = 500
-            body = orjson.dumps(
-                {"error": {"code": "internal_error", "message": "inbox: the broker failed; see its log"}}
-            )
-        await send(
-            {
-                "type": "http.response.start",
-                "status": status,
-                "headers": [
-                    (b"content-length", b"%d" % len(body)),
-                    (b"content-type", b"application/json"),
-                    *extra,
-                ],
-            }
-        )
-        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+            body = error_body("internal_error", "inbox: the broker failed; see its log")
+        await respond(send, status, body, extra, head=method == "HEAD")
 
     async def _page(self, scope: Scope) -> dict[str, Any]:
         broker = self.broker
@@ -104,10 +84,6 @@ class InboxAPI:
             return await self.broker.tokens.verify(token, role="client")
         except BrokerError as exc:
             raise BrokerError("unauthorized", f"inbox: {exc.message}") from None
-
-
-def _error(code: str, message: str) -> bytes:
-    return orjson.dumps({"error": {"code": code, "message": message}})
 
 
 def _query(raw: bytes) -> dict[str, str]:

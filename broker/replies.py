@@ -7,7 +7,10 @@ import orjson
 from starlette.types import Send
 
 
-async def respond(send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]]) -> None:
+async def respond(
+    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]], *, head: bool = False
+) -> None:
+    """Send ``body`` with ``status``; ``head``: its length and type only (a HEAD request's answer)."""
     await send(
         {
             "type": "http.response.start",
@@ -15,7 +18,7 @@ async def respond(send: Send, status: int, body: bytes, extra: list[tuple[bytes,
             "headers": [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra],
         }
     )
-    await send({"type": "http.response.body", "body": body})
+    await send({"type": "http.response.body", "body": b"" if head else body})
 
 
 def error_body(code: str, message: str) -> bytes:

@@ -26,13 +26,13 @@ from __future__ import annotations
 import logging
 from typing import Final
 
-import orjson
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from broker import http
 from broker.auth import valid_session_id
 from broker.core.errors import BrokerError, invalid
+from broker.replies import error_body, respond
 from broker.service import Broker
 from broker.ws import origin_allowed
 
@@ -135,14 +135,9 @@ def _replay(body: bytes, receive: Receive) -> Receive:
 
 
 async def refuse(send: Send, exc: BrokerError) -> None:
-    body = orjson.dumps({"error": {"code": exc.code, "message": exc.message}})
-    headers: list[tuple[bytes, bytes]] = [
-        (b"content-length", b"%d" % len(body)),
-        (b"content-type", b"application/json"),
-    ]
+    extra: list[tuple[bytes, bytes]] = []
     if exc.code == "unauthorized":
         # RFC 6750: a 401 names the scheme. No resource_metadata: this endpoint takes the
         # broker's own tokens, not OAuth, so a host has nothing to discover.
-        headers.append((b"www-authenticate", b'Bearer realm="qbroker"'))
-    await send({"type": "http.response.start", "status": exc.http_status, "headers": headers})
-    await send({"type": "http.response.body", "body": body})
+        extra.append((b"www-authenticate", b'Bearer realm="qbroker"'))
+    await respond(send, exc.http_status, error_body(exc.code, exc.message), extra)
