@@ -253,9 +253,16 @@ def _seconds(raw: str, name: str, bound: float) -> float:
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
 
 
-async def read_body(receive: Receive, length: str | None) -> bytes:
-    if length is not None and length.isdecimal() and int(length) > MAX_BODY_BYTES:
-        raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 16 MiB")
+_TOO_LARGE: Final = "questionnaire: the request body is larger than 16 MiB"
+
+
+async def read_body(
+    receive: Receive, length: str | None, limit: int = MAX_BODY_BYTES, too_large: str = _TOO_LARGE
+) -> bytes:
+    """The whole body, refused (``payload_too_large``, 413, saying ``too_large``) once it is
+    over ``limit`` bytes: by its Content-Length before any is read, else as it arrives."""
+    if length is not None and length.isdecimal() and int(length) > limit:
+        raise BrokerError("payload_too_large", too_large)
     chunks: list[bytes] = []
     size = 0
     while True:
@@ -264,8 +271,8 @@ async def read_body(receive: Receive, length: str | None) -> bytes:
             raise ClientGone
         chunk: bytes = message.get("body", b"")
         size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise BrokerError("payload_too_large", "questionnaire: the request body is larger than 16 MiB")
+        if size > limit:
+            raise BrokerError("payload_too_large", too_large)
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)

@@ -23,6 +23,7 @@ from starlette.types import Receive, Scope, Send
 
 from broker.auth import jti_problem, sub_problem
 from broker.core.errors import BrokerError
+from broker.http import ClientGone, read_body
 from broker.replies import error_body, header, respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
@@ -57,7 +58,7 @@ class OperatorAPI:
             log.warning("store unavailable", extra={"path": scope["path"]})
             status = 503
             body = error_body("store_unavailable", "revocations: the state store is unavailable; retry shortly")
-        except _ClientGone:
+        except ClientGone:
             return
         except Exception:
             log.exception("revocation failed")
@@ -72,7 +73,9 @@ class OperatorAPI:
         claims = await self.broker.tokens.verify(token, role=None)
         if claims.role != "admin":
             raise BrokerError("forbidden", f"only an admin token may revoke tokens, not {claims.role} tokens")
-        jti, sub, exp = _parse(await _body(receive, header(headers, b"content-length")))
+        too_large = f"the request body is larger than {MAX_BODY_BYTES} bytes"
+        body = await read_body(receive, header(headers, b"content-length"), MAX_BODY_BYTES, too_large)
+        jti, sub, exp = _parse(body)
         revocation = await self.broker.tokens.revoke(jti=jti, sub=sub, exp=exp)
         log.info(
             "token revoked" if jti is not None else "tokens of a holder revoked",
@@ -80,29 +83,6 @@ class OperatorAPI:
         )
         named = {"jti": jti} if jti is not None else {"sub": sub}
         return {**named, "revokedAt": revocation.at, "keptUntil": revocation.until}
-
-
-class _ClientGone(Exception):
-    """The caller hung up before its body arrived."""
-
-
-async def _body(receive: Receive, length: str | None) -> bytes:
-    too_large = BrokerError("payload_too_large", f"the request body is larger than {MAX_BODY_BYTES} bytes")
-    if length is not None and length.isdecimal() and int(length) > MAX_BODY_BYTES:
-        raise too_large
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":
-            raise _ClientGone
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > MAX_BODY_BYTES:
-            raise too_large
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return b"".join(chunks)
 
 
 def _invalid(message: str) -> BrokerError:
