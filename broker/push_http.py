@@ -120,7 +120,9 @@ async def _subscribe(broker: Broker, claims: Claims, body: Any) -> Response:
     expires = push.lifetime_end(now, claims.exp, expiration)
     if expires <= now:
         raise BrokerError("invalid_arguments", "push: the subscription has expired already")
-    subscription = push.PushSubscription(endpoint, p256dh, auth, claims.sid, claims.sub, now, expires)
+    subscription = push.PushSubscription(
+        endpoint, p256dh, auth, claims.sid, claims.sub, now, expires, jti=claims.jti, iat=claims.iat
+    )
     await broker.store.add_push_subscription(subscription, push.MAX_PER_SCOPE)
     log.info("push subscription kept", extra={"scope": claims.sid, "sub": claims.sub})
     return JSONResponse({"scope": claims.sid, "expiresAt": int(expires)}, status_code=201)

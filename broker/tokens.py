@@ -148,6 +148,11 @@ class Tokens:
         """Whether a revocation covers the token with these claims (an in-memory lookup)."""
         return self._revoked.covers(claims.jti, claims.sub, claims.iat)
 
+    def revoked_ids(self, jti: str | None, sub: str | None, iat: float | None) -> bool:
+        """``revoked`` for what was kept of a token used earlier (a push subscription keeps
+        its token's ``jti``, ``sub`` and ``iat``, not the token): an in-memory lookup."""
+        return self._revoked.covers(jti, sub, iat)
+
     def watch(self, claims: Claims, on_revoked: Callable[[], None]) -> Callable[[], None]:
         """Call ``on_revoked`` (once) if the token with ``claims`` is revoked while the caller
         holds it; returns the function that stops watching (call it when the connection ends).

@@ -38,7 +38,12 @@ _DEFAULT_PORTS: Final = {"https": 443, "http": 80}
 
 class PushSubscription(msgspec.Struct, frozen=True):
     """One device's subscription, as kept: ``scope``, the sessions it hears of (the token's
-    ``sid``); ``sub``, who subscribed (the token's ``sub``); times in Unix seconds."""
+    ``sid``); ``sub``, who subscribed (the token's ``sub``); times in Unix seconds.
+
+    ``jti`` and ``iat``: the posting token's, so that a revocation of that token (or of its
+    holder) silences the device at send time, as it would refuse the token itself. Kept
+    subscriptions from before they were recorded load with None: a revocation of their
+    ``sub`` covers them (they cannot show they came later), one by ``jti`` cannot."""
 
     endpoint: str
     p256dh: str
@@ -47,6 +52,8 @@ class PushSubscription(msgspec.Struct, frozen=True):
     sub: str | None
     created: float
     expires: float
+    jti: str | None = None
+    iat: float | None = None
 
     @property
     def id(self) -> str:

@@ -13,10 +13,21 @@ log, never a refusal to start (the receiver may come up later).
 from __future__ import annotations
 
 import abc
+from collections.abc import Callable
+from typing import TypeAlias
 from urllib.parse import urlsplit
 
 from broker.notify.config import Route
 from broker.notify.notification import Notification
+
+# Whether a token with this ``jti``, ``sub`` and ``iat`` is revoked: the broker's in-memory
+# check (broker/tokens.py), for a channel that sends on behalf of a token used earlier.
+IsRevoked: TypeAlias = Callable[[str | None, str | None, float | None], bool]
+
+
+def never_revoked(jti: str | None, sub: str | None, iat: float | None) -> bool:
+    """For a notifier built without a broker's tokens (no revocations to honour)."""
+    return False
 
 
 class RetryableDelivery(Exception):

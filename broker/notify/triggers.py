@@ -28,7 +28,7 @@ from broker.core import reminders
 from broker.core.machine import Questionnaire
 from broker.core.reminders import Trigger
 from broker.metrics import Metrics
-from broker.notify.channel import Channel
+from broker.notify.channel import Channel, IsRevoked, never_revoked
 from broker.notify.channels import build_channel
 from broker.notify.config import DEFAULT_AFTER, Route
 from broker.notify.dispatch import Dispatcher
@@ -66,14 +66,16 @@ class Notifier:
         routes: Sequence[Route],
         hubs: Mapping[str, ShownHere],
         clock: Callable[[], float],
+        revoked: IsRevoked = never_revoked,
     ) -> None:
         self.config = config
+        self.revoked = revoked  # the broker's revocation check, for devices subscribed with a token
         self.store = store
         self.clock = clock
         self.hubs = hubs  # the fan-out's own dict: the sessions with clients here
         self.http = http_client(config.notify_timeout)
         self.channels: tuple[Channel, ...] = tuple(
-            build_channel(route, http=self.http, store=store, config=config) for route in routes
+            build_channel(route, http=self.http, store=store, config=config, revoked=revoked) for route in routes
         )
         self.dispatcher = Dispatcher(
             metrics,
@@ -98,12 +100,18 @@ class Notifier:
 
     async def may_bring_someone(self, session_id: str, now: float) -> bool:
         """Whether a notice may bring a person to this session: a route covers it, and when
-        the only such routes are web push, a device is subscribed for it (else nobody would
-        hear of it, and a long wait for a first client would only delay ``ui_unavailable``)."""
+        the only such routes are web push, a device is subscribed for it with a token not
+        revoked since (else nobody would hear of it, and a long wait for a first client would
+        only delay ``ui_unavailable``)."""
         covering = self._covering(session_id)
         if any(channel.kind != "webpush" for channel in covering):
             return True
-        return bool(covering) and await self.store.has_push_subscription(session_id, now)
+        if not covering:
+            return False
+        return any(
+            not self.revoked(subscription.jti, subscription.sub, subscription.iat)
+            for subscription in await self.store.push_subscriptions(session_id, now)
+        )
 
     def started(self, state: Questionnaire) -> None:
         """A questionnaire was just created (never waits)."""

@@ -13,6 +13,11 @@ endpoint of an allowed push service only (``QBROKER_PUSH_SERVICES``, checked aga
 each send). The encryption and signing (an ECDH and an ECDSA each) run in a worker thread:
 a notification to many devices must not hold up the event loop.
 
+Every token is checked on every use, and a subscription is a use of the token that posted it:
+before each send, the subscription's ``jti``, ``sub`` and ``iat`` are checked against the
+broker's revocations (``revoked``, an in-memory lookup, broker/tokens.py). A device whose
+token was revoked since is sent nothing and dropped from the store.
+
 A push service's 404 or 410 means the subscription is gone (the person unsubscribed, the
 browser dropped it): the subscription is dropped from the store. Timeouts, 429 and 5xx are
 retried by the dispatcher, for the devices that did not get it yet (a retry never pushes
@@ -34,7 +39,7 @@ import orjson
 from pywebpush import WebPusher
 
 from broker.core.push import InvalidSubscription, PushService, PushSubscription, check_endpoint
-from broker.notify.channel import Channel, FailedDelivery, RetryableDelivery
+from broker.notify.channel import Channel, FailedDelivery, IsRevoked, RetryableDelivery
 from broker.notify.config import Route
 from broker.notify.notification import Notification
 from broker.notify.ntfy import body as message_body
@@ -76,9 +81,11 @@ class WebPushChannel(Channel):
         http: httpx.AsyncClient | None = None,
         services: tuple[PushService, ...] | None = None,
         clock: Callable[[], float] = time.time,
+        revoked: IsRevoked,
     ) -> None:
         super().__init__(route)
         self.store = store
+        self._revoked = revoked
         self.vapid = vapid
         self.services = services
         self._own_http = http is None
@@ -105,7 +112,9 @@ class WebPushChannel(Channel):
             self._delivered.popitem(last=False)
         unique: dict[str, PushSubscription] = {}
         for subscription in found:
-            if subscription.endpoint not in delivered:
+            if self._revoked(subscription.jti, subscription.sub, subscription.iat):
+                await self._drop(subscription, "its token was revoked")
+            elif subscription.endpoint not in delivered:
                 unique.setdefault(subscription.endpoint, subscription)
         data = orjson.dumps(payload(note))
         results = await asyncio.gather(
@@ -146,7 +155,7 @@ class WebPushChannel(Channel):
         if 200 <= status < 300:
             return
         if status in (404, 410):  # the subscription expired or was withdrawn: forget it
-            await self._drop(subscription, status)
+            await self._drop(subscription, f"the push service answered {status}")
             return
         if status == 429 or status >= 500:
             raise RetryableDelivery(f"HTTP {status}", _retry_after(response.headers.get("retry-after")))
@@ -164,14 +173,19 @@ class WebPushChannel(Channel):
         }
         return bytes(encoded["body"]), headers
 
-    async def _drop(self, subscription: PushSubscription, status: int) -> None:
+    async def _drop(self, subscription: PushSubscription, why: str) -> None:
         try:
             await self.store.remove_push_subscription(subscription.scope, subscription.endpoint)
         except StoreUnavailable:
             return  # the next notification drops it
         log.info(
-            "push subscription dropped: the push service no longer has it",
-            extra={"status": status, "scope": subscription.scope, "host": urlsplit(subscription.endpoint).hostname},
+            "push subscription dropped",
+            extra={
+                "why": why,
+                "scope": subscription.scope,
+                "sub": subscription.sub,
+                "host": urlsplit(subscription.endpoint).hostname,
+            },
         )
 
     async def close(self) -> None:

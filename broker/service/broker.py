@@ -68,7 +68,9 @@ class Broker:
         if routes:
             from broker.notify.triggers import Notifier  # (its HTTP and SMTP clients only when used)
 
-            self.notifier = Notifier(config, store, self.metrics, routes, self.hubs, clock)
+            self.notifier = Notifier(
+                config, store, self.metrics, routes, self.hubs, clock, revoked=self.tokens.revoked_ids
+            )
         self.inbox = InboxFeed(store, self.fanout, self.metrics, clock, heartbeat_ttl=presence_ttl(config))
         self.background = Background(config, store, clock, self.fanout, self.inbox)
 

@@ -3,19 +3,26 @@
 
 A subscription is kept under a scope and found for every session that scope covers, until
 it expires; one per endpoint and scope; at most ``limit`` per scope, those due first going.
+It keeps its token's ``jti`` and ``iat`` (checked against revocations at send time); one
+kept before they were recorded still loads, without them.
 """
 
 from __future__ import annotations
 
 import uuid
 
+import msgspec
+from redis.asyncio import Redis
+
 from broker.core.push import PushSubscription
 from broker.store.base import Store
+from broker.store.redis.keys import push_keys
 from tests.integration import test_store_contract as contract
 from tests.integration.test_store_contract import Listener
 
 # The contract's fixtures: every store, fresh for each test.
 store, listener, real_redis = contract.store, contract.listener, contract.real_redis
+redis_client, redis_store = contract.redis_client, contract.redis_store
 
 NOW = 1_700_000_000.0
 P256DH = "B" + "A" * 86
@@ -104,3 +111,25 @@ async def test_a_scope_keeps_at_most_limit_the_ones_due_first_going(store: Store
     await store.add_push_subscription(subscription(scope, "late", expires=NOW + 10), limit=3)
     kept = {s.endpoint.split("/")[-1].split("-")[0] for s in await store.push_subscriptions(scope, NOW)}
     assert kept == {"late", "d0", "d1"}
+
+
+async def test_a_subscription_keeps_its_token_s_jti_and_iat(store: Store, listener: Listener) -> None:
+    scope = _scope()
+    kept = msgspec.structs.replace(subscription(scope), jti="a1b2c3", iat=NOW - 5.25)
+    await store.add_push_subscription(kept, limit=5)
+    (found,) = await store.push_subscriptions(scope, NOW)
+    assert (found.jti, found.sub, found.iat) == ("a1b2c3", "alice", NOW - 5.25)
+
+
+async def test_a_subscription_kept_before_jti_and_iat_were_recorded_still_loads(
+    redis_store: Store, redis_client: Redis
+) -> None:
+    scope = _scope()
+    old = subscription(scope)
+    # As the first web push version packed it: a map without "jti" and "iat".
+    fields = {name: getattr(old, name) for name in ("endpoint", "p256dh", "auth", "scope", "sub", "created", "expires")}
+    subscriptions, expiries = push_keys(scope)
+    await redis_client.hset(subscriptions, old.id, msgspec.msgpack.encode(fields))
+    await redis_client.zadd(expiries, {old.id: old.expires})
+    (found,) = await redis_store.push_subscriptions(scope, NOW)
+    assert found == old and (found.jti, found.iat) == (None, None)

@@ -10,7 +10,10 @@ of a device the test made, as a browser would).
   Redis, encrypted for that device, its payload the public fields only (field by field);
   a device whose push service answers 410 (or 404) is dropped; a 503 is retried;
 - the wait for a first client: long where a device is subscribed, the broker's own where
-  the only route is web push and nobody subscribed.
+  the only route is web push and nobody subscribed (or only with a token revoked since);
+- every token checked on every use: a device subscribed with a token revoked since (by its
+  jti, or by its holder's sub) is pushed nothing and dropped, on two brokers on Redis, while
+  the other devices of the session get their push.
 """
 
 from __future__ import annotations
@@ -20,11 +23,13 @@ import os
 import stat
 import tempfile
 import time
+import uuid
 from collections.abc import Iterator
 from contextlib import ExitStack, contextmanager
 from typing import Any
 
 import httpx
+import jwt
 import pytest
 
 from broker.notify.vapid import generate_private_key
@@ -65,6 +70,33 @@ def _routes_file(text: str = ROUTES) -> Iterator[str]:
 
 def _subscribe(url: str, tok: str, subscription: dict[str, Any]) -> httpx.Response:
     return httpx.post(f"{url}/v1/push/subscriptions", json=subscription, headers={"Authorization": f"Bearer {tok}"})
+
+
+def _revoke(url: str, body: dict[str, str]) -> None:
+    admin = token("*", "admin", 600, sub="ops")
+    response = httpx.post(f"{url}/v1/revocations", json=body, headers={"Authorization": f"Bearer {admin}"})
+    assert response.status_code == 200, response.text
+
+
+def _refused_on(processes: list[BrokerProcess], tok: str) -> None:
+    """Wait until every broker refuses ``tok`` (each has read the revocation)."""
+    for process in processes:
+
+        def refused(url: str = process.url) -> bool:
+            response = httpx.request(
+                "DELETE",
+                f"{url}/v1/push/subscriptions",
+                json={"endpoint": "https://nowhere.example/x"},
+                headers={"Authorization": f"Bearer {tok}"},
+            )
+            return response.status_code == 401
+
+        wait_until(refused, timeout=5, what=f"{process.url} to refuse the revoked token")
+
+
+def _holder(name: str) -> str:
+    """A holder (sub) of this test's alone: a revocation by sub outlives the test."""
+    return f"{name}-{uuid.uuid4().hex[:8]}"
 
 
 def _start(url: str, sid: str, wait: float = 0) -> httpx.Response:
@@ -325,3 +357,83 @@ def test_a_push_service_that_fails_is_retried_for_that_device_only(
     assert [p.status for p in pushes] == [503, 503, 201]
     time.sleep(1.0)
     assert len(service.to("steady")) == 1  # the retries went to the device that failed only
+
+
+def test_the_wait_is_the_broker_s_own_where_the_only_device_s_token_was_revoked(
+    memory_push: tuple[BrokerProcess, PushService],
+) -> None:
+    process, service = memory_push
+    sid = new_sid("push:revoked-wait")
+    tok = token(sid, "client", 3600, sub=_holder("carol"))
+    assert _subscribe(process.url, tok, service.device("revoked-waiter").subscription()).status_code == 201
+    _revoke(process.url, {"jti": jwt.decode(tok, options={"verify_signature": False})["jti"]})
+    _refused_on([process], tok)
+    started = time.monotonic()
+    response = _start(process.url, sid, wait=5)
+    assert response.status_code == 200, response.text  # not 202: nobody can be brought
+    assert response.json()["details"]["cancellationReason"] == "ui_unavailable"
+    assert time.monotonic() - started < 4  # QBROKER_CLIENT_WAIT (1 s), not the 30 s of a route
+    assert service.to("revoked-waiter") == []
+
+
+def test_a_device_subscribed_with_a_token_revoked_by_jti_is_pushed_nothing_and_dropped(
+    redis_push: tuple[list[BrokerProcess], PushService, str],
+) -> None:
+    processes, service, redis_url = redis_push
+    sid = new_sid("push:revoked-jti")
+    alice, bob = _holder("alice"), _holder("bob")
+    revoked, alice_other, bob_token = (token(sid, "client", 3600, sub=holder) for holder in (alice, alice, bob))
+    doomed, kept, bobs = service.device("jti-doomed"), service.device("jti-alice-other"), service.device("jti-bob")
+    assert _subscribe(processes[1].url, revoked, doomed.subscription()).status_code == 201
+    assert _subscribe(processes[0].url, alice_other, kept.subscription()).status_code == 201
+    assert _subscribe(processes[1].url, bob_token, bobs.subscription()).status_code == 201
+
+    _revoke(processes[0].url, {"jti": jwt.decode(revoked, options={"verify_signature": False})["jti"]})
+    _refused_on(processes, revoked)
+    assert _start(processes[1].url, sid).status_code == 202
+
+    # The devices of the tokens still valid get the push: alice's other one (one token of
+    # hers was revoked, not her), and bob's.
+    for device in ("jti-alice-other", "jti-bob"):
+        assert service.wait_for(1, device=device)[0].status == 201
+    wait_until(
+        lambda: _kept_endpoints(redis_url, sid) == {kept.endpoint, bobs.endpoint},
+        timeout=10,
+        what="the device of the revoked token to be dropped",
+    )
+    time.sleep(1.0)  # (a retry would have come by now: the retry delay is 0.3 s)
+    assert service.to("jti-doomed") == []
+
+
+def test_the_devices_of_a_holder_revoked_by_sub_are_pushed_nothing_and_dropped(
+    redis_push: tuple[list[BrokerProcess], PushService, str],
+) -> None:
+    processes, service, redis_url = redis_push
+    sid = new_sid("push:revoked-sub")
+    alice, bob = _holder("alice"), _holder("bob")
+    # Two devices of alice's: one for this session, one for every session of the pattern.
+    phone_token, laptop_token = (
+        token(sid, "client", 3600, sub=alice),
+        token("push:revoked-*", "client", 3600, sub=alice),
+    )
+    phone, laptop, bobs = service.device("sub-phone"), service.device("sub-laptop"), service.device("sub-bob")
+    assert _subscribe(processes[0].url, phone_token, phone.subscription()).status_code == 201
+    assert _subscribe(processes[1].url, laptop_token, laptop.subscription()).status_code == 201
+    assert _subscribe(processes[0].url, token(sid, "client", 3600, sub=bob), bobs.subscription()).status_code == 201
+
+    _revoke(processes[1].url, {"sub": alice})
+    _refused_on(processes, phone_token)
+    # A token minted for her after the revocation is valid, and so is the device it subscribes.
+    fresh = service.device("sub-fresh")
+    assert _subscribe(processes[1].url, token(sid, "client", 3600, sub=alice), fresh.subscription()).status_code == 201
+    assert _start(processes[0].url, sid).status_code == 202
+
+    for device in ("sub-bob", "sub-fresh"):
+        assert service.wait_for(1, device=device)[0].status == 201
+    wait_until(
+        lambda: _kept_endpoints(redis_url, sid) == {bobs.endpoint, fresh.endpoint},
+        timeout=10,
+        what="the revoked holder's devices to be dropped",
+    )
+    time.sleep(1.0)
+    assert service.to("sub-phone") == [] and service.to("sub-laptop") == []
