@@ -14,8 +14,8 @@ Events and history hold ids, steps, times and who: never an answer or a text.
 from __future__ import annotations
 
 import logging
+from functools import partial
 from typing import Any, Final
-from urllib.parse import parse_qsl
 
 import orjson
 from starlette.types import Scope, Send
@@ -24,8 +24,11 @@ from broker.auth import Claims, valid_session_id
 from broker.core.errors import BrokerError
 from broker.core.history import STATUSES, Summary
 from broker.core.wire import SESSION_ID_RULE
+from broker.http import only, parse_query
+from broker.replies import error_body, header, respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
+from broker.tokens import bearer_token
 
 log = logging.getLogger("qbroker.http")
 
@@ -68,7 +71,7 @@ class HistoryAPI:
                 extra.append((b"allow", _ALLOW.encode()))
                 raise BrokerError("method_not_allowed", f"{method} is not allowed on this path; use GET")
             await self._authorize(scope, sid)
-            query = _query(scope)
+            query = parse_query(scope["query_string"])
             if qid is None:
                 status, body = 200, orjson.dumps(await self._list(sid, query))
             else:
@@ -77,26 +80,23 @@ class HistoryAPI:
         except BrokerError as exc:
             self.broker.metrics.errors.labels(exc.code).inc()
             status = 405 if exc.code == "method_not_allowed" else exc.http_status
-            body = _error_body(exc.code, f"{word}: {exc.message}")
+            body = error_body(exc.code, f"{word}: {exc.message}")
         except StoreUnavailable:
             log.warning("store unavailable", extra={"path": scope["path"]})
             self.broker.metrics.errors.labels("store_unavailable").inc()
-            body = _error_body("store_unavailable", f"{word}: the state store is unavailable; retry shortly")
+            body = error_body("store_unavailable", f"{word}: the state store is unavailable; retry shortly")
             status = 503
         except Exception:  # a bug: a JSON 500, logged
             log.exception("history call failed", extra={"path": scope["path"], "method": method})
-            status, body = 500, _error_body("internal_error", f"{word}: the broker failed on this call; see its log")
-        headers = [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra]
-        await send({"type": "http.response.start", "status": status, "headers": headers})
-        await send({"type": "http.response.body", "body": b"" if method == "HEAD" else body})
+            status, body = 500, error_body("internal_error", f"{word}: the broker failed on this call; see its log")
+        await respond(send, status, body, extra, head=method == "HEAD")
 
     async def _authorize(self, scope: Scope, session_id: str) -> Claims:
         """An agent or client token, covering the path's session."""
-        header = next((v.decode("latin-1") for k, v in scope["headers"] if k == b"authorization"), "")
-        scheme, _, token = header.partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
+        token = bearer_token(header(scope["headers"], b"authorization"))
+        if token is None:
             raise BrokerError("unauthorized", "missing 'Authorization: Bearer <agent or client token>'")
-        claims = await self.broker.tokens.verify(token.strip(), role=None)
+        claims = await self.broker.tokens.verify(token, role=None)
         if claims.role not in ("agent", "client"):
             raise BrokerError("unauthorized", f"{claims.role} tokens cannot be used here: use an agent or client token")
         if not valid_session_id(session_id):
@@ -147,22 +147,10 @@ async def page(
             return found, cursor
 
 
-def _query(scope: Scope) -> list[tuple[str, str]]:
-    raw: bytes = scope["query_string"]
-    return parse_qsl(raw.decode("latin-1"), keep_blank_values=True) if raw else []
-
-
 def _only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
-    """Refuse unknown or repeated parameters: a typo must not silently list everything."""
-    names = [name for name, _ in query]
-    unknown = sorted(set(names) - allowed)
-    if unknown:
-        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
-        takes = ", ".join(sorted(allowed)) or "none"
-        raise BrokerError("invalid_arguments", f"unknown query parameter(s) {shown}; this call takes {takes}")
-    repeated = sorted(name for name in allowed if names.count(name) > 1)
-    if repeated:
-        raise BrokerError("invalid_arguments", f"query parameter {repeated[0]!r} is given more than once")
+    """Refuse unknown or repeated parameters: a typo must not silently list everything.
+    (The agent API's rule; its words are prefixed with ``history:`` or ``events:`` above.)"""
+    only(query, allowed, refuse=partial(BrokerError, "invalid_arguments"))
 
 
 def _whole(raw: str | None, name: str, default: int) -> int:
@@ -171,7 +159,3 @@ def _whole(raw: str | None, name: str, default: int) -> int:
     if not (raw.isascii() and raw.isdigit()) or len(raw) > 18:  # ("" included)
         raise BrokerError("invalid_arguments", f"{name} must be a whole number, got {raw[:40]!r}")
     return int(raw)
-
-
-def _error_body(code: str, message: str) -> bytes:
-    return orjson.dumps({"error": {"code": code, "message": message}})

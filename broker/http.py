@@ -11,6 +11,7 @@ from __future__ import annotations
 import logging
 import math
 import re
+from collections.abc import Callable
 from typing import Any, Final
 from urllib.parse import parse_qsl
 
@@ -195,17 +196,18 @@ def parse_query(raw: bytes) -> list[tuple[str, str]]:
     return [(name, value)]
 
 
-def only(query: list[tuple[str, str]], allowed: frozenset[str]) -> None:
+def only(query: list[tuple[str, str]], allowed: frozenset[str], refuse: Callable[[str], BrokerError] = invalid) -> None:
     """Refuse unknown or repeated query parameters, as unknown keys are refused everywhere
-    else: a typo such as ``?wiat=5`` must not silently become the default 30 s wait."""
+    else: a typo such as ``?wiat=5`` must not silently become the default 30 s wait.
+    ``refuse`` makes the error of a sentence (the agent API's starts with ``questionnaire:``)."""
     names = [name for name, _ in query]
     unknown = sorted(set(names) - allowed)
     if unknown:
         shown = ", ".join(repr(name[:40]) for name in unknown[:5])
-        raise invalid(f"unknown query parameter(s) {shown}; this call takes {', '.join(sorted(allowed)) or 'none'}")
+        raise refuse(f"unknown query parameter(s) {shown}; this call takes {', '.join(sorted(allowed)) or 'none'}")
     repeated = sorted(name for name in allowed if names.count(name) > 1)
     if repeated:
-        raise invalid(f"query parameter {repeated[0]!r} is given more than once")
+        raise refuse(f"query parameter {repeated[0]!r} is given more than once")
 
 
 def is_number(text: str) -> bool:
