@@ -60,8 +60,14 @@ def any_case(words: str) -> str:
 # Whitespace as both engines can say it alike (their \s differ: U+001C-U+001F, U+0085, U+FEFF).
 SPACE: Final = "\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff"
 # The names of a secret in a name=value or name: value pair (at the end of a longer name too:
-# DB_PASSWORD, aws_secret_access_key, client_secret, csrf_token).
-PAIR_NAMES: Final = "passw(?:or)?d|passphrase|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key|private[_-]?key"
+# DB_PASSWORD, aws_secret_access_key, client_secret, csrf_token). The short ones, pass and
+# pwd, only as a word or after a non-letter (DB_PASS, pwd), never inside one (bypass, compass).
+PAIR_NAMES: Final = (
+    "passw(?:or)?d|passphrase|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key|private[_-]?key"
+    "|(?<![A-Za-z])(?:pass|pwd)"
+)
+# The names of a password in a sentence: "my password is …", "the passphrase was: …".
+SENTENCE_NAMES: Final = "passw(?:or)?d|passphrase|pwd"
 # A long word of the base64, base64url and hex alphabets (the entropy rule's candidates).
 LONG_WORD_MIN: Final = 32
 # Calibrated (docs/secrets-guard.md): together the tests below let through none of 14,000
@@ -75,6 +81,8 @@ _NOT_BEFORE_TOKEN: Final = "(?<![A-Za-z0-9_-])"
 _NO_SECRET_VALUES: Final = frozenset(
     {"null", "none", "nil", "true", "false", "undefined", "empty", "redacted", "hidden"}
 )
+# What stands for a password in an example address (postgres://user:password@host).
+_URL_PLACEHOLDERS: Final = frozenset({"password", "passwd", "pass", "pwd", "secret"})
 
 
 def _rule(code: str, sentence: str, pattern: str) -> SecretRule:
@@ -153,6 +161,22 @@ RULES: Final[tuple[SecretRule, ...]] = (
         "(?<![A-Za-z0-9])(?:Bearer|Basic)[ \\t]+(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*",
     ),
     _rule(
+        "url_password",
+        "an address with a password in it (scheme://user:password@host)",
+        "[A-Za-z][A-Za-z0-9+.-]*://[^" + SPACE + "/?#@:]*:([^" + SPACE + "/?#@]+)@",
+    ),
+    _rule(
+        "password_sentence",
+        'a password given in a sentence ("my password is …")',
+        "(?:"
+        + any_case(SENTENCE_NAMES)
+        + ")[ \\t]+"
+        + any_case("(?:is|was)")
+        + "[ \\t]*:?[ \\t]+[\"']?([^"
+        + SPACE
+        + "\"']+)",
+    ),
+    _rule(
         "secret_assignment",
         "a password, secret or token given as name=value or name: value",
         "(?:"
@@ -193,6 +217,7 @@ _PUNCT: Final = re.compile("[!-/:-@\\[-`{-~]")  # ASCII punctuation
 _WORD_RUN: Final = re.compile("[A-Z]?[a-z]{3,}|[A-Z]{4,}")
 _MASK: Final = re.compile("^[*xX•.#_-]+$")
 _TEMPLATE: Final = re.compile("^(?:[$%<]|\\{\\{)")
+_PATH: Final = re.compile("^(?:/|~/|\\./|\\.\\./)")  # PWD=/home/alice, pass: ~/.secrets/db
 
 
 def looks_like_secret(text: str) -> SecretRule | None:
@@ -219,8 +244,9 @@ _NEEDLES: Final[dict[str, tuple[str, ...]]] = {
     "huggingface_token": ("hf_",),
     "authorization_header": ("Bearer", "Basic"),
 }
+_SENTENCE_NEEDLES: Final = ("pass", "pwd")  # in the lower-cased text, with "is" or "was"
 _PAIR_SEPARATORS: Final = ("=", ":")
-_PAIR_NEEDLES: Final = ("pass", "secret", "token", "key")  # in the lower-cased text
+_PAIR_NEEDLES: Final = ("pass", "pwd", "secret", "token", "key")  # in the lower-cased text
 # Only these change anything when the entropy rule blanks out what it skips.
 _NOT_RANDOM_NEEDLES: Final = ("://", "ssh-", "ecdsa-", "-----BEGIN ")
 
@@ -231,6 +257,15 @@ def _find(text: str, *, decode: bool) -> SecretRule | None:
         needles = _NEEDLES.get(code)
         if needles is not None:
             if any(needle in text for needle in needles) and regex.search(text) is not None:
+                return rule
+        elif code == "url_password":
+            if "://" in text and "@" in text and any(_url_password(m.group(1)) for m in regex.finditer(text)):
+                return rule
+        elif code == "password_sentence":
+            lowered = text.lower()
+            if not ("is" in lowered or "was" in lowered) or not any(n in lowered for n in _SENTENCE_NEEDLES):
+                continue
+            if any(_sentence_value(m.group(1)) for m in regex.finditer(text)):
                 return rule
         elif code == "secret_assignment":
             if not any(sep in text for sep in _PAIR_SEPARATORS):
@@ -252,11 +287,42 @@ def _secret_value(separator: str, value: str) -> bool:
     placeholder? ``password: please`` is prose; ``password=hunter2`` and ``token: Xy9…`` are not."""
     if len(value) < 4 or value.lower() in _NO_SECRET_VALUES:
         return False
-    if _MASK.match(value) or _TEMPLATE.match(value):  # "****", "$DB_PASSWORD", "<yours>", "{{ vault }}"
+    if _placeholder(value):
         return False
     if separator == "=":
         return True
     return bool(_DIGIT.search(value) or _PUNCT.search(value) or _UPPER.search(value[1:]))
+
+
+def _placeholder(value: str) -> bool:
+    """A mask, a reference or a file path stands for a secret: "****", "$DB_PASSWORD",
+    "<yours>", "{{ vault }}", "/run/secrets/db" (and PWD=/home/alice is no password)."""
+    return bool(_MASK.match(value) or _TEMPLATE.match(value) or _PATH.match(value))
+
+
+def _url_password(value: str) -> bool:
+    """Is ``value`` (between ``user:`` and ``@`` in an address) a password? Any is, but for
+    a placeholder: ``postgres://user:password@host`` and ``redis://:****@host`` are examples."""
+    lowered = value.lower()
+    return (
+        len(value) >= 4
+        and lowered not in _NO_SECRET_VALUES
+        and lowered not in _URL_PLACEHOLDERS
+        and not _placeholder(value)
+    )
+
+
+def _sentence_value(value: str) -> bool:
+    """Is ``value`` (after "password is") a password rather than the sentence going on?
+    Prose follows too ("is required", "is wrong.", "is case-sensitive", "is NOT working"), so
+    without its closing punctuation it must have a digit, a symbol other than ``-``, or
+    both cases after its first letter: "hunter2", "p@ss", "tr0ub4dor", "mySecret"."""
+    value = value.rstrip(".,!?;:)")
+    if len(value) < 4 or value.lower() in _NO_SECRET_VALUES or _placeholder(value):
+        return False
+    if _DIGIT.search(value) or _PUNCT.search(value.replace("-", "")):
+        return True
+    return bool(_LOWER.search(value) and _UPPER.search(value[1:]))
 
 
 def _random_word(text: str, decode: bool) -> SecretRule | None:

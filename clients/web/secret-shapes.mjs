@@ -21,7 +21,10 @@ export function anyCase(words) {
 }
 
 export const SPACE = "\\t\\n\\v\\f\\r \\u0085\\u00a0\\u1680\\u2000-\\u200a\\u2028\\u2029\\u202f\\u205f\\u3000\\ufeff";
-export const PAIR_NAMES = "passw(?:or)?d|passphrase|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key|private[_-]?key";
+export const PAIR_NAMES =
+  "passw(?:or)?d|passphrase|secret(?:[_-]?key)?|token|api[_-]?key|access[_-]?key|private[_-]?key" +
+  "|(?<![A-Za-z])(?:pass|pwd)";
+export const SENTENCE_NAMES = "passw(?:or)?d|passphrase|pwd";
 export const LONG_WORD_MIN = 32;
 export const MIN_ENTROPY = 4.0;
 export const MIN_SWITCHES = 0.4;
@@ -29,6 +32,7 @@ export const MAX_WORDY = 0.55;
 
 const NOT_BEFORE_TOKEN = "(?<![A-Za-z0-9_-])";
 const NO_SECRET_VALUES = new Set(["null", "none", "nil", "true", "false", "undefined", "empty", "redacted", "hidden"]);
+const URL_PLACEHOLDERS = new Set(["password", "passwd", "pass", "pwd", "secret"]);
 
 function rule(code, sentence, pattern) {
   return Object.freeze({ code, sentence, pattern });
@@ -107,6 +111,22 @@ export const RULES = Object.freeze([
     "(?<![A-Za-z0-9])(?:Bearer|Basic)[ \\t]+(?=[A-Za-z0-9._~+/-]*[0-9])[A-Za-z0-9._~+/-]{16,}=*",
   ),
   rule(
+    "url_password",
+    "an address with a password in it (scheme://user:password@host)",
+    "[A-Za-z][A-Za-z0-9+.-]*://[^" + SPACE + "/?#@:]*:([^" + SPACE + "/?#@]+)@",
+  ),
+  rule(
+    "password_sentence",
+    'a password given in a sentence ("my password is …")',
+    "(?:" +
+      anyCase(SENTENCE_NAMES) +
+      ")[ \\t]+" +
+      anyCase("(?:is|was)") +
+      "[ \\t]*:?[ \\t]+[\"']?([^" +
+      SPACE +
+      "\"']+)",
+  ),
+  rule(
     "secret_assignment",
     "a password, secret or token given as name=value or name: value",
     "(?:" +
@@ -139,6 +159,7 @@ const WORD_RUN = /[A-Z]?[a-z]{3,}|[A-Z]{4,}/gu;
 const PUNCT = /[!-/:-@[-`{-~]/u; // ASCII punctuation
 const MASK = /^[*xX•.#_-]+$/u;
 const TEMPLATE = /^(?:[$%<]|\{\{)/u;
+const PATH = /^(?:\/|~\/|\.\/|\.\.\/)/u; // PWD=/home/alice, pass: ~/.secrets/db
 
 /** The first rule (in RULES' order) that `text` matches, as {code, sentence, pattern}, or null. */
 export function looksLikeSecret(text) {
@@ -147,7 +168,11 @@ export function looksLikeSecret(text) {
 
 function find(text, decode) {
   for (const [r, once, every] of COMPILED) {
-    if (r.code === "secret_assignment") {
+    if (r.code === "url_password") {
+      for (const m of text.matchAll(every)) if (urlPassword(m[1])) return r;
+    } else if (r.code === "password_sentence") {
+      for (const m of text.matchAll(every)) if (sentenceValue(m[1])) return r;
+    } else if (r.code === "secret_assignment") {
       for (const m of text.matchAll(every)) if (secretValue(m[1], m[2])) return r;
     } else if (r.code === "random_word") {
       const found = randomWord(text, decode);
@@ -162,9 +187,34 @@ function find(text, decode) {
 function secretValue(separator, value) {
   const chars = Array.from(value);
   if (chars.length < 4 || NO_SECRET_VALUES.has(value.toLowerCase())) return false;
-  if (MASK.test(value) || TEMPLATE.test(value)) return false;
+  if (placeholder(value)) return false;
   if (separator === "=") return true;
   return /[0-9]/u.test(value) || PUNCT.test(value) || /[A-Z]/u.test(chars.slice(1).join(""));
+}
+
+/** A mask, a reference or a file path stands for a secret (the Python `_placeholder`). */
+function placeholder(value) {
+  return MASK.test(value) || TEMPLATE.test(value) || PATH.test(value);
+}
+
+/** The Python `_url_password`: any password in an address but a placeholder. */
+function urlPassword(value) {
+  const lowered = value.toLowerCase();
+  return (
+    Array.from(value).length >= 4 &&
+    !NO_SECRET_VALUES.has(lowered) &&
+    !URL_PLACEHOLDERS.has(lowered) &&
+    !placeholder(value)
+  );
+}
+
+/** The Python `_sentence_value`: after "password is", a password rather than more prose. */
+function sentenceValue(value) {
+  value = value.replace(/[.,!?;:)]+$/u, "");
+  const chars = Array.from(value);
+  if (chars.length < 4 || NO_SECRET_VALUES.has(value.toLowerCase()) || placeholder(value)) return false;
+  if (/[0-9]/u.test(value) || PUNCT.test(value.replace(/-/gu, ""))) return true;
+  return /[a-z]/u.test(value) && /[A-Z]/u.test(chars.slice(1).join(""));
 }
 
 function randomWord(text, decode) {

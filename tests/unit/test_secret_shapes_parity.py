@@ -48,9 +48,11 @@ TRICKY = [
     "ſ", "K", "İ", "ı", "ß", "ǅ", "é", "e\u0301", "٣", "５", "Ａ", "😀", "👩‍👩‍👧", "𝒜", "中", "€", "•", "~", "`", "\\",
 ]
 NAMES = ["password", "PASSWD", "Passphrase", "secret", "secret_key", "token", "API-KEY", "api_key", "access-key",
-         "private_key", "db_password", "paſſword", "tokens", "max_tokens", "apı_key"]
+         "private_key", "db_password", "paſſword", "tokens", "max_tokens", "apı_key", "pwd", "DB_PASS", "bypass",
+         "my password is ", "the Passphrase was: ", "pwd\tis ", "https://u:", "redis://:"]
 VALUES = ["hunter2", "Tr0ub4dor&3", "please", "Please", "pLease", "${X}", "<mine>", "****", "null", "abc", "ab c",
-          "é1234", "😀😀😀😀", "１２３４"]
+          "é1234", "😀😀😀😀", "１２３４", "/home/alice", "~/x", "wrong.", "case-sensitive", "NOT", "mySecret",
+          "password@db", "p@ss@host"]
 ALPHABETS = ["ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/",
              "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_", "0123456789abcdef"]
 # fmt: on
