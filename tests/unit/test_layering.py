@@ -3,6 +3,9 @@
 - ``broker/`` never imports ``clients/`` or ``qbroker/``: the service does not know its clients.
 - ``clients/`` imports only what a program on the other side of the wire may know of the
   broker: the pure core (the wire), and the token and settings helpers.
+- The inside of the service (``broker/service``, ``broker/store``, ``broker/notify``) never
+  imports an edge (an HTTP or websocket adapter, the app, the commands); ``store`` and
+  ``notify`` do not import ``service`` either.
 - ``broker/core/`` has its own, stricter rule: tests/unit/test_core_is_pure.py.
 """
 
@@ -17,6 +20,23 @@ ROOT = Path(__file__).resolve().parents[2]
 # What clients may import of broker/: the wire (core), minting tokens, the settings' names
 # and the data dir's secret file (the bots read a local broker's generated secret).
 CLIENTS_MAY_IMPORT = ("broker.core", "broker.auth", "broker.config")
+# The edges: what turns a request, a socket or a command line into calls on the service.
+EDGES = (
+    "broker.http",
+    "broker.ws",
+    "broker.inbox_http",
+    "broker.inbox_ws",
+    "broker.push_http",
+    "broker.operator_api",
+    "broker.history",
+    "broker.replies",
+    "broker.remote_mcp",
+    "broker.openapi",
+    "broker.app",
+    "broker.server",
+    "broker.token_command",
+)
+INSIDE = ("broker/service", "broker/store", "broker/notify")
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -59,6 +79,22 @@ def test_clients_import_only_the_wire_and_tokens_of_the_broker(path: Path) -> No
         if _within(name, ("broker",)) and not _within(name, CLIENTS_MAY_IMPORT) and name != "broker"
     ]
     assert wrong == []
+
+
+@pytest.mark.parametrize(
+    "path", [path for folder in INSIDE for path in sources(folder)], ids=lambda p: str(p.relative_to(ROOT))
+)
+def test_the_inside_of_the_service_never_imports_an_edge(path: Path) -> None:
+    forbidden = EDGES if path.is_relative_to(ROOT / "broker" / "service") else (*EDGES, "broker.service")
+    wrong = [f"line {line}: {name}" for line, name in imported_modules(path) if _within(name, forbidden)]
+    assert wrong == []
+
+
+def test_the_rules_reach_every_package_of_the_broker() -> None:
+    checked = {path.parent.relative_to(ROOT).as_posix() for path in sources("broker")}
+    assert {"broker/notify", "broker/remote_mcp", "broker/service", "broker/store/redis", "broker/core"} <= checked
+    inside = {path.parent.relative_to(ROOT).as_posix() for folder in INSIDE for path in sources(folder)}
+    assert {"broker/notify", "broker/service", "broker/store", "broker/store/redis"} <= inside
 
 
 def test_the_checker_sees_absolute_relative_and_from_imports(tmp_path: Path) -> None:
