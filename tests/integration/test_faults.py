@@ -330,7 +330,8 @@ async def _redis_stall(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) -
         assert redis.process.pid is not None
         os.kill(redis.process.pid, signal.SIGSTOP)
         try:
-            await asyncio.sleep(14)  # reads fail meanwhile (after 5 s timeouts; the old code 503ed by ~12 s)
+            # Reads fail meanwhile (5 s timeouts): a poll that gave up on one would have answered 503.
+            await asyncio.sleep(14)
             assert not call.done(), (await call).text
         finally:
             os.kill(redis.process.pid, signal.SIGCONT)
