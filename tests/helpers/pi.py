@@ -17,7 +17,6 @@ import asyncio
 import contextlib
 import json
 import os
-import shlex
 import shutil
 import signal
 import subprocess
@@ -29,6 +28,7 @@ from typing import Any
 from tests.helpers.fake_model import ScriptedModel
 from tests.helpers.npm import npm_install
 from tests.helpers.processes import REPO_ROOT, need
+from tests.helpers.terminal import Terminal
 from tests.helpers.waiting import eventually
 
 PI_PACKAGE = REPO_ROOT / "clients" / "pi"
@@ -243,31 +243,20 @@ class PiRun:
 
 
 class PiTerminal:
-    """Interactive pi in a detached 120x40 tmux pane (its own tmux server, under ``home``'s
-    folder), for what only Pi's TUI shows: the tool's renderers, its keys."""
+    """Interactive pi in a detached 120x40 tmux pane (a ``Terminal``, its server under
+    ``home``'s folder, pi's environment its own alone), for what only Pi's TUI shows: the
+    tool's renderers, its keys. Its waits are async: the test's broker and model share the loop."""
 
     def __init__(self, home: PiHome, qbroker: dict[str, str], prompt: str) -> None:
-        tmux = shutil.which("tmux")
-        need(tmux is not None, "tmux is not installed")
-        assert tmux is not None
-        self.tmux_binary = tmux
-        self.socket = f"qbroker-pi-{os.getpid()}-{id(self):x}"
-        self.tmux_env = {"PATH": os.environ.get("PATH", ""), "TMUX_TMPDIR": str(home.tmp), "LANG": "C.UTF-8"}
+        need(shutil.which("tmux") is not None, "tmux is not installed")
+        self.terminal = Terminal(home.tmp)
+        self.terminal.width, self.terminal.height = 120, 40
         settings = {**home.env(**qbroker), "TERM": "xterm-256color"}
         del settings["NO_COLOR"]
-        command = "env -i " + " ".join(shlex.quote(f"{k}={v}") for k, v in settings.items())
-        command += " " + " ".join(shlex.quote(a) for a in [*home.command(), prompt])
-        self.tmux("new-session", "-d", "-s", "main", "-x", "120", "-y", "40", "-c", str(home.cwd), command)
-
-    def tmux(self, *args: str) -> str:
-        done = subprocess.run(
-            [self.tmux_binary, "-L", self.socket, *args], capture_output=True, text=True, timeout=10, env=self.tmux_env
-        )
-        assert done.returncode == 0, f"tmux {' '.join(args)}: {done.stderr}"
-        return done.stdout
+        self.terminal.start([*home.command(), prompt], settings, cwd=home.cwd, inherit_env=False)
 
     def screen(self) -> str:
-        return self.tmux("capture-pane", "-p", "-J", "-t", "main")
+        return self.terminal.tmux("capture-pane", "-p", "-J", "-t", "main")
 
     async def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
         """The screen, once it shows every one of ``texts``."""
@@ -282,9 +271,7 @@ class PiTerminal:
             raise AssertionError(f"pi never showed {texts}; it shows:\n{self.screen()}") from None
 
     def keys(self, *keys: str) -> None:
-        self.tmux("send-keys", "-t", "main", *keys)
+        self.terminal.keys(*keys)
 
     def close(self) -> None:
-        subprocess.run(
-            [self.tmux_binary, "-L", self.socket, "kill-server"], capture_output=True, timeout=10, env=self.tmux_env
-        )
+        self.terminal.close()

@@ -4,7 +4,7 @@
 lives in the test's temporary directory, killed in ``close``), presses keys with
 ``send-keys`` and waits, with a deadline, for the text it expects on the captured screen;
 the ``terminal`` fixture gives a test one (skipped, or failed under QBROKER_REQUIRE_ALL=1,
-without tmux).
+without tmux). Pi's TUI runs in one too (tests/helpers/pi.py, ``PiTerminal``).
 """
 
 from __future__ import annotations
@@ -27,7 +27,7 @@ WIDTH, HEIGHT = 80, 24
 
 
 class Terminal:
-    """One detached tmux server with one 80x24 pane running a command."""
+    """One detached tmux server with one pane (80x24 unless set) running a command."""
 
     def __init__(self, tmp: Path) -> None:
         self.binary = shutil.which("tmux") or "tmux"
@@ -40,7 +40,7 @@ class Terminal:
         self.status_file = tmp / "exit-status"
         self.output_file = tmp / "output"
         self.started = False
-        self.width = WIDTH  # set before start() for a narrower pane
+        self.width, self.height = WIDTH, HEIGHT  # set before start() for another size
 
     def tmux(self, *args: str, check: bool = True) -> str:
         result = subprocess.run(
@@ -54,10 +54,16 @@ class Terminal:
             raise RuntimeError(f"tmux {' '.join(args)} failed: {result.stderr.strip()}")
         return result.stdout
 
-    def start(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        """Run ``argv`` in the pane; its exit status goes to a file (see ``exit_status``)."""
+    def start(
+        self, argv: list[str], env: dict[str, str] | None = None, *, cwd: Path = REPO_ROOT, inherit_env: bool = True
+    ) -> None:
+        """Run ``argv`` in the pane, in ``cwd``, with ``env`` added to the test's environment
+        (``inherit_env=False``: ``env`` alone, for a program kept apart from the machine's
+        settings); its exit status goes to a file (see ``exit_status``)."""
         settings = {"LANG": "C.UTF-8", "LC_ALL": "C.UTF-8", "PYTHONPATH": str(REPO_ROOT), **(env or {})}
-        command = "env " + " ".join(f"{k}={shlex.quote(v)}" for k, v in settings.items())
+        command = ("env " if inherit_env else "env -i ") + " ".join(
+            f"{k}={shlex.quote(v)}" for k, v in settings.items()
+        )
         command += " " + " ".join(shlex.quote(a) for a in argv)
         command += f"; echo $? > {shlex.quote(str(self.status_file))}"
         self.tmux(
@@ -68,9 +74,9 @@ class Terminal:
             "-x",
             str(self.width),
             "-y",
-            str(HEIGHT),
+            str(self.height),
             "-c",
-            str(REPO_ROOT),
+            str(cwd),
             command,
         )
         self.started = True
