@@ -26,7 +26,7 @@ import time
 from collections import deque
 from collections.abc import Callable, Coroutine, Generator, Mapping, Sequence
 from types import TracebackType
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import websockets
 from websockets.asyncio.client import ClientConnection
@@ -41,17 +41,21 @@ MSGPACK = SUBPROTOCOL_BY_CODEC["msgpack"]
 Frame = dict[str, Any]
 
 
-class _Connecting:
-    """``ScriptedClient.connect(...)``: awaitable, or an async context manager that closes."""
+Opened = TypeVar("Opened", bound="ScriptedClient")
 
-    def __init__(self, opening: Coroutine[Any, Any, ScriptedClient]) -> None:
+
+class Connecting(Generic[Opened]):
+    """``ScriptedClient.connect(...)`` (and ``InboxClient.connect_inbox(...)``): awaitable,
+    or an async context manager that closes."""
+
+    def __init__(self, opening: Coroutine[Any, Any, Opened]) -> None:
         self._opening = opening
-        self._client: ScriptedClient | None = None
+        self._client: Opened | None = None
 
-    def __await__(self) -> Generator[Any, None, ScriptedClient]:
+    def __await__(self) -> Generator[Any, None, Opened]:
         return self._opening.__await__()
 
-    async def __aenter__(self) -> ScriptedClient:
+    async def __aenter__(self) -> Opened:
         self._client = await self._opening
         return self._client
 
@@ -81,12 +85,12 @@ class ScriptedClient:
         name: str = "scripted",
         subprotocol: str = JSON,
         timeout: float = 10.0,
-    ) -> _Connecting:
+    ) -> Connecting[ScriptedClient]:
         """Open ``{ws_base}/v1/sessions/{session}/ws``, say hello and wait for ``welcome``.
 
         ``await ScriptedClient.connect(...)`` or ``async with ScriptedClient.connect(...)``.
         """
-        return _Connecting(
+        return Connecting(
             cls._open(
                 ws_base,
                 session,
@@ -304,7 +308,7 @@ class ScriptedClient:
 # --- helpers ------------------------------------------------------------------------
 
 
-def person(ws_url: str, sid: str, tok: str | None = None, **kwargs: Any) -> _Connecting:
+def person(ws_url: str, sid: str, tok: str | None = None, **kwargs: Any) -> Connecting[ScriptedClient]:
     """``async with person(url, sid) as p:`` -- a ScriptedClient that has seen ``welcome``."""
     return ScriptedClient.connect(ws_url, sid, tok if tok is not None else token(sid, "client"), **kwargs)
 

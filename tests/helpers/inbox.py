@@ -11,40 +11,25 @@ frames since say it (``items``), so a test can wait for the list it expects:
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Coroutine
 from typing import Any
 
 import httpx
 import websockets
 from websockets.typing import Subprotocol
 
-from tests.helpers.clients import JSON, Frame, ScriptedClient
+from tests.helpers.clients import JSON, Connecting, Frame, ScriptedClient
 
 INBOX_WS = "/v1/inbox/ws"
-
-
-class _Opening:
-    """``InboxClient.connect_inbox(...)``: an async context manager that closes the socket."""
-
-    def __init__(self, opening: Coroutine[Any, Any, InboxClient]) -> None:
-        self._opening = opening
-        self._client: InboxClient | None = None
-
-    async def __aenter__(self) -> InboxClient:
-        self._client = await self._opening
-        return self._client
-
-    async def __aexit__(self, *exc_info: object) -> None:
-        if self._client is not None:
-            await self._client.close()
 
 
 class InboxClient(ScriptedClient):
     """A person's inbox socket; ``welcome`` is its first ``inbox`` frame."""
 
     @classmethod
-    def connect_inbox(cls, ws_base: str, token: str, *, subprotocol: str = JSON, timeout: float = 10.0) -> _Opening:
-        return _Opening(cls._open_inbox(ws_base, token, subprotocol=subprotocol, timeout=timeout))
+    def connect_inbox(
+        cls, ws_base: str, token: str, *, subprotocol: str = JSON, timeout: float = 10.0
+    ) -> Connecting[InboxClient]:
+        return Connecting(cls._open_inbox(ws_base, token, subprotocol=subprotocol, timeout=timeout))
 
     @classmethod
     async def _open_inbox(cls, ws_base: str, token: str, *, subprotocol: str, timeout: float) -> InboxClient:
