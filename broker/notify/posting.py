@@ -1,4 +1,5 @@
-"""One HTTP POST for the HTTP kinds (webhook, slack, ntfy), and what its answer means.
+"""One HTTP POST for the HTTP kinds (webhook, slack, ntfy; webpush through ``send`` and
+``judge``, as it first acts on a 404 or 410 itself), and what its answer means.
 
 2xx: delivered. A timeout, a connection that fails, 5xx or 429: worth another attempt
 (``RetryableDelivery``, with the receiver's Retry-After when it gave one). Any other answer
@@ -33,18 +34,29 @@ def http_client(timeout: float) -> httpx.AsyncClient:
 
 async def post(client: httpx.AsyncClient, url: str, content: bytes, headers: Mapping[str, str]) -> None:
     """POST ``content`` to ``url``; return on 2xx, else raise what the dispatcher acts on."""
+    judge(await send(client, url, content, headers))
+
+
+async def send(client: httpx.AsyncClient, url: str, content: bytes, headers: Mapping[str, str]) -> httpx.Response:
+    """POST ``content`` to ``url``: its answer, whatever the status; a timeout or a failed
+    connection raises ``RetryableDelivery``."""
     try:
-        response = await client.post(url, content=content, headers=dict(headers))
+        return await client.post(url, content=content, headers=dict(headers))
     except httpx.TimeoutException:
         raise RetryableDelivery("timed out") from None
     except httpx.TransportError as exc:
         raise RetryableDelivery(f"cannot connect ({type(exc).__name__})") from None
+
+
+def judge(response: httpx.Response, failed: str = "") -> None:
+    """Return on 2xx; raise ``RetryableDelivery`` on 429 or 5xx, else ``FailedDelivery``
+    (its reason the status, then ``failed``)."""
     status = response.status_code
     if 200 <= status < 300:
         return
     if status == 429 or status >= 500:
         raise RetryableDelivery(f"HTTP {status}", _retry_after(response.headers.get("retry-after")))
-    raise FailedDelivery(f"HTTP {status}")
+    raise FailedDelivery(f"HTTP {status}{failed}")
 
 
 def _retry_after(value: str | None) -> float | None:

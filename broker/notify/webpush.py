@@ -43,7 +43,7 @@ from broker.notify.channel import Channel, FailedDelivery, IsRevoked, RetryableD
 from broker.notify.config import Route
 from broker.notify.notification import Notification
 from broker.notify.ntfy import body as message_body
-from broker.notify.posting import _retry_after
+from broker.notify.posting import judge, send
 from broker.notify.vapid import VapidKeys, vapid_keys
 from broker.store.base import Store, StoreUnavailable
 
@@ -145,21 +145,12 @@ class WebPushChannel(Channel):
                 raise FailedDelivery("endpoint no longer an allowed push service") from None
         content, headers = await asyncio.to_thread(self._encrypted, subscription, data, self._now())
         headers["Topic"] = note_id.replace("-", "")[:32]  # the push service keeps one per notification
-        try:
-            response = await self.http.post(subscription.endpoint, content=content, headers=headers)
-        except httpx.TimeoutException:
-            raise RetryableDelivery("timed out") from None
-        except httpx.TransportError as exc:
-            raise RetryableDelivery(f"cannot connect ({type(exc).__name__})") from None
+        response = await send(self.http, subscription.endpoint, content, headers)
         status = response.status_code
-        if 200 <= status < 300:
-            return
         if status in (404, 410):  # the subscription expired or was withdrawn: forget it
             await self._drop(subscription, f"the push service answered {status}")
             return
-        if status == 429 or status >= 500:
-            raise RetryableDelivery(f"HTTP {status}", _retry_after(response.headers.get("retry-after")))
-        raise FailedDelivery(f"HTTP {status} from {urlsplit(subscription.endpoint).hostname}")
+        judge(response, f" from {urlsplit(subscription.endpoint).hostname}")
 
     def _encrypted(self, subscription: PushSubscription, data: bytes, now: float) -> tuple[bytes, dict[str, str]]:
         """The encrypted body and the headers of one push (run in a thread: CPU-bound)."""
