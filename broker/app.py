@@ -166,4 +166,5 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
         routes.append(Mount("/", StaticFiles(directory=web_dir, html=True), name="web"))
     web = Starlette(routes=routes)
     web.state.broker = broker
+    web.state.push_subscribe_limits = push_http.subscribe_limits(config)
     return BrokerApp(broker, web)

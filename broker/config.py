@@ -49,6 +49,7 @@ _POSITIVE = {
     "notify_timeout": "QBROKER_NOTIFY_TIMEOUT",
     "mcp_progress_interval": "QBROKER_MCP_PROGRESS_INTERVAL",
     "jwks_refetch_interval": "QBROKER_JWKS_REFETCH_INTERVAL",
+    "push_subscribe_per_minute": "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE",
 }
 _NOT_NEGATIVE = {
     "client_wait": "QBROKER_CLIENT_WAIT",
@@ -62,6 +63,7 @@ _AT_LEAST_ONE = {
     "rate_burst": "QBROKER_RATE_BURST",
     "max_connections_per_session": "QBROKER_MAX_CONNECTIONS_PER_SESSION",
     "notify_queue_size": "QBROKER_NOTIFY_QUEUE_SIZE",
+    "push_subscribe_burst": "QBROKER_PUSH_SUBSCRIBE_BURST",
 }
 
 
@@ -199,6 +201,10 @@ class Config:
     vapid_private_key: str | None = None
     vapid_subject: str | None = None
     push_services: tuple[PushService, ...] = field(default_factory=lambda: _DEFAULT_SERVICES)
+    # POST /v1/push/subscriptions per token and process: a burst of ``push_subscribe_burst``,
+    # refilled at ``push_subscribe_per_minute``. A page posts once per visit and per click.
+    push_subscribe_per_minute: float = 10.0
+    push_subscribe_burst: float = 10.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -250,6 +256,8 @@ class Config:
             vapid_private_key=(e.get("QBROKER_VAPID_PRIVATE_KEY") or "").strip() or None,
             vapid_subject=(e.get("QBROKER_VAPID_SUBJECT") or "").strip() or None,
             push_services=_push_services(e),
+            push_subscribe_per_minute=_float(e, "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE", cls.push_subscribe_per_minute),
+            push_subscribe_burst=_float(e, "QBROKER_PUSH_SUBSCRIBE_BURST", cls.push_subscribe_burst),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:

@@ -451,7 +451,7 @@ def build_openapi() -> dict[str, Any]:
                     },
                     "responses": {
                         "201": _json(_push_kept(), "Kept: the scope it hears of, and until when."),
-                        **_push_errors("400", "401", "403", "404", "413", "503"),
+                        **_push_errors("400", "401", "403", "404", "413", "429", "503"),
                     },
                 },
                 "delete": {
@@ -661,6 +661,7 @@ _PUSH_ERRORS: Final[dict[str, str]] = {
     "403": "forbidden: an admin token (it covers no session).",
     "404": "push_not_configured (no webpush route), or not_found (DELETE: no such subscription).",
     "413": "payload_too_large: a body over 4 KiB.",
+    "429": "rate_limited: this token posted too many subscriptions lately; retry after Retry-After seconds.",
     "503": "store_unavailable: retry.",
 }
 

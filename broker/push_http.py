@@ -6,7 +6,9 @@
 - ``POST /v1/push/subscriptions`` (client token as ``Authorization: Bearer``; the body the
   browser's ``PushSubscription.toJSON()``, at most 4 KiB): kept under the token's scope, so
   it hears of every session the token covers, until the token expires (at most 30 days; the
-  page posts it again on each visit). 201 ``{"scope", "expiresAt"}``.
+  page posts it again on each visit). 201 ``{"scope", "expiresAt"}``. Rate-limited per token
+  and process (``QBROKER_PUSH_SUBSCRIBE_BURST`` at once, then
+  ``QBROKER_PUSH_SUBSCRIBE_PER_MINUTE``): 429 ``rate_limited`` with ``Retry-After``.
 - ``DELETE /v1/push/subscriptions`` (same token; body ``{"endpoint"}``): forgets that
   endpoint under the token's scope. 204, or 404 ``not_found``.
 
@@ -15,6 +17,7 @@ Errors are the agent API's shape, ``{"error": {"code", "message"}}``.
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from typing import Any
 
@@ -25,8 +28,10 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from broker.auth import Claims
+from broker.config import Config
 from broker.core import push
 from broker.core.errors import BrokerError
+from broker.rate_limits import KeyedBuckets
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 from broker.tokens import bearer_token
@@ -60,14 +65,34 @@ async def public_key(request: Request) -> Response:
     return JSONResponse({"publicKey": key}, headers={"Cache-Control": "no-cache"})
 
 
+def subscribe_limits(config: Config) -> KeyedBuckets:
+    """The buckets of ``POST /v1/push/subscriptions``, one per token (the app keeps them)."""
+    return KeyedBuckets(config.push_subscribe_per_minute / 60, config.push_subscribe_burst)
+
+
+def _limit_key(claims: Claims, token: str) -> str:
+    """A token's bucket: its jti, or a digest of the token itself where it has none (an
+    identity provider's may not); never the token, which would sit in memory as a key."""
+    if claims.jti is not None:
+        return "j:" + claims.jti
+    return "t:" + hashlib.sha256(token.encode()).hexdigest()
+
+
 async def subscriptions(request: Request) -> Response:
     broker: Broker = request.app.state.broker
     if request.method not in ("POST", "DELETE"):
         return _method_not_allowed(request.method, "POST, DELETE")
     try:
-        claims = await _client(broker, request)  # (first: a request without a token learns nothing)
+        token, claims = await _client(broker, request)  # (first: a request without a token learns nothing)
         if _vapid_public_key(broker) is None:
             return _error(404, "push_not_configured", _NOT_CONFIGURED)
+        if request.method == "POST":  # (before the body is read: a refused flood costs nothing more)
+            limits: KeyedBuckets = request.app.state.push_subscribe_limits
+            wait = limits.take(_limit_key(claims, token))
+            if wait:
+                broker.metrics.errors.labels("rate_limited").inc()
+                message = f"push: too many subscriptions posted with this token; retry in {wait} s"
+                return _error(429, "rate_limited", message, {"Retry-After": str(wait)})
         body = await _json(request)
         if request.method == "POST":
             return await _subscribe(broker, claims, body)
@@ -85,14 +110,14 @@ async def subscriptions(request: Request) -> Response:
         return Response(status_code=400)
 
 
-async def _client(broker: Broker, request: Request) -> Claims:
+async def _client(broker: Broker, request: Request) -> tuple[str, Claims]:
     token = bearer_token(request.headers.get("authorization"))
     if token is None:
         raise BrokerError("unauthorized", "push: a client token is required (Authorization: Bearer <token>)")
     claims = await broker.tokens.verify(token, role="client")
     if claims.role == "admin":  # (an admin token acts on no session)
         raise BrokerError("forbidden", "push: an admin token covers no session")
-    return claims
+    return token, claims
 
 
 async def _json(request: Request) -> Any:

@@ -34,6 +34,7 @@ from broker.core.actors import Actor, ClientInfo
 from broker.core.errors import BrokerError
 from broker.core.frames import Codec
 from broker.core.status import CloseCode, CloseReason
+from broker.rate_limits import TokenBucket
 from broker.service import Broker, Encoded
 from broker.speedups.eager import Resuming, eagerly
 from broker.store.base import StoreUnavailable
@@ -52,26 +53,6 @@ INBOX_HIGH: Final = 16
 # Queued in place of the first frame over the rate limit: the frames before it are handled.
 _OVER_LIMIT: Final = b"<over the rate limit>"
 _NOBODY: Final = Actor(None, "client")  # a connection's actor until its hello names it
-
-
-class TokenBucket:
-    """``rate`` frames per second on average, bursts up to ``burst``."""
-
-    __slots__ = ("rate", "burst", "tokens", "stamp")
-
-    def __init__(self, rate: float, burst: float) -> None:
-        self.rate, self.burst = rate, burst
-        self.tokens = burst
-        self.stamp = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
-        self.stamp = now
-        if self.tokens < 1:
-            return False
-        self.tokens -= 1
-        return True
 
 
 def origin_allowed(headers: Mapping[str, str], allowed: tuple[str, ...]) -> bool:

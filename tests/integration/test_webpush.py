@@ -11,6 +11,7 @@ of a device the test made, as a browser would).
   a device whose push service answers 410 (or 404) is dropped; a 503 is retried;
 - the wait for a first client: long where a device is subscribed, the broker's own where
   the only route is web push and nobody subscribed (or only with a token revoked since);
+- POST /v1/push/subscriptions rate-limited per token (429 rate_limited, Retry-After);
 - every token checked on every use: a device subscribed with a token revoked since (by its
   jti, or by its holder's sub) is pushed nothing and dropped, on two brokers on Redis, while
   the other devices of the session get their push.
@@ -214,6 +215,32 @@ def test_other_methods_are_405_naming_the_allowed_ones(memory_push: tuple[Broker
     assert response.status_code == 405 and response.headers["allow"] == "POST, DELETE"
     response = httpx.post(f"{process.url}/v1/push/key")
     assert response.status_code == 405 and response.headers["allow"] == "GET, HEAD"
+
+
+def test_posting_subscriptions_is_rate_limited_per_token() -> None:
+    limits = {"push_subscribe_per_minute": 60, "push_subscribe_burst": 3}  # one a second, three at once
+    with push_service() as service, _routes_file() as routes, broker(None, **_settings(service, routes, **limits)) as p:
+        sid = new_sid("push:eager")
+        eager, other = token(sid, "client", 3600, sub="eager"), token(sid, "client", 3600, sub="eager")
+        device = service.device("eager").subscription()
+        assert [_subscribe(p.url, eager, device).status_code for _ in range(3)] == [201, 201, 201]
+        refused = _subscribe(p.url, eager, device)
+        assert refused.status_code == 429, refused.text
+        assert refused.headers["retry-after"] == "1"
+        assert set(refused.json()) == {"error"} and refused.json()["error"]["code"] == "rate_limited"
+        assert refused.json()["error"]["message"].startswith("push: too many subscriptions posted with this token")
+        # Invalid bodies count too (they cost the same to refuse), and the limit is the token's:
+        # another token of the same holder and scope posts, and the first may still DELETE.
+        assert _subscribe(p.url, eager, {"endpoint": "nope"}).status_code == 429
+        assert _subscribe(p.url, other, service.device("other").subscription()).status_code == 201
+        headers = {"Authorization": f"Bearer {eager}"}
+        deleted = httpx.request(
+            "DELETE", f"{p.url}/v1/push/subscriptions", json={"endpoint": device["endpoint"]}, headers=headers
+        )
+        assert deleted.status_code == 204, deleted.text
+        time.sleep(1.1)  # Retry-After: then one more is allowed
+        assert _subscribe(p.url, eager, device).status_code == 201
+        assert _subscribe(p.url, eager, device).status_code == 429
 
 
 def test_without_a_webpush_route_there_is_no_key_and_no_subscription() -> None:

@@ -64,6 +64,12 @@ def test_a_flag_that_is_neither_on_nor_off_stops_the_broker_with_its_name() -> N
         ({"QBROKER_SHUTDOWN_GRACE": "-1"}, {}, "QBROKER_SHUTDOWN_GRACE must be 0 or more, got -1"),
         ({"QBROKER_REDIS_WAIT_REPLICAS": "-1"}, {}, "QBROKER_REDIS_WAIT_REPLICAS must be 0 or more, got -1"),
         ({"QBROKER_RATE_BURST": "0.5"}, {}, "QBROKER_RATE_BURST must be 1 or more, got 0.5"),
+        (
+            {"QBROKER_PUSH_SUBSCRIBE_PER_MINUTE": "0"},
+            {},
+            "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE must be above 0, got 0",
+        ),
+        ({"QBROKER_PUSH_SUBSCRIBE_BURST": "0"}, {}, "QBROKER_PUSH_SUBSCRIBE_BURST must be 1 or more, got 0"),
         ({"QBROKER_MAX_CONNECTIONS_PER_SESSION": "0"}, {}, "QBROKER_MAX_CONNECTIONS_PER_SESSION must be 1 or more"),
         ({"QBROKER_LOG_LEVEL": "verbose"}, {}, "QBROKER_LOG_LEVEL must be one of debug, info, warning, error"),
         ({"QBROKER_LOG_FORMAT": "txt"}, {}, "QBROKER_LOG_FORMAT must be auto, json or text, got 'txt'"),
