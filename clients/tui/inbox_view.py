@@ -11,7 +11,7 @@ ages) are passed in, so drawing reads no clock.
 from __future__ import annotations
 
 from clients.tui.inbox_state import WAITING, InboxState, Item, ended_text, item_key, seconds
-from clients.tui.lines import Line, center, fit, line_width
+from clients.tui.lines import Line, center, fit, help_line, line_width, seconds_left
 from clients.tui.text import cells, clean, truncate
 
 ITEM_ROWS = 3  # the label line, the prompt line, a blank
@@ -38,7 +38,7 @@ def render(state: InboxState, width: int, height: int, now: float, wall: float) 
         body = _message(width, body_height, "status.error", f"✗ {state.fatal_message}", "")
     elif not state.loaded:
         if state.conn == "offline":
-            wait = _seconds_left(state.retry_at, now)
+            wait = seconds_left(state.retry_at, now)
             body = _message(width, body_height, "idle.title", "Can't reach the broker", f"Retrying in {wait}s…")
         else:
             body = _message(width, body_height, "idle.title", "Connecting…", "")
@@ -70,7 +70,7 @@ def _header(state: InboxState, width: int, now: float) -> Line:
     elif state.conn == "connecting":
         right = [("class:header.wait", " ◌ connecting… ")]
     else:
-        right = [("class:header.bad", f" ○ offline · retry in {_seconds_left(state.retry_at, now)}s ")]
+        right = [("class:header.bad", f" ○ offline · retry in {seconds_left(state.retry_at, now)}s ")]
     used = line_width(left) + line_width(right)
     if used > width:
         left = [left[0]]
@@ -164,16 +164,4 @@ def _status_line(state: InboxState, width: int) -> Line:
 
 def _help_line(state: InboxState, width: int) -> Line:
     keys = [("↑↓", "move"), ("Enter", "answer"), ("Ctrl+C", "quit")] if state.items else [("Ctrl+C", "quit")]
-    line: Line = [("class:help", " ")]
-    for key, what in keys:
-        piece = [("class:help.key", key), ("class:help", f" {what}   ")]
-        if line_width(line) + line_width(piece) > width:
-            break
-        line += piece
-    return line
-
-
-def _seconds_left(deadline: float | None, now: float) -> int:
-    if deadline is None:
-        return 0
-    return max(0, int(deadline - now + 0.999))
+    return help_line(keys, width)

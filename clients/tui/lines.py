@@ -37,3 +37,21 @@ def fit(line: Line, width: int) -> Line:
             out.append((style, truncate(text, room)))
         break
     return out
+
+
+def help_line(keys: list[tuple[str, str]], width: int) -> Line:
+    """The bottom line: each (key, what it does), as many as fit in ``width`` in order."""
+    line: Line = [("class:help", " ")]
+    for key, what in keys:
+        piece = [("class:help.key", key), ("class:help", f" {what}   ")]
+        if line_width(line) + line_width(piece) > width:
+            break
+        line += piece
+    return line
+
+
+def seconds_left(deadline: float | None, now: float) -> int:
+    """Whole seconds until ``deadline`` (rounded up, so a countdown shows 1 until it ends)."""
+    if deadline is None:
+        return 0
+    return max(0, int(deadline - now + 0.999))

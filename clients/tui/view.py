@@ -10,7 +10,7 @@ the last key, else the selection) and the keys that work right now. ``now`` is p
 from __future__ import annotations
 
 from clients.tui import question_view
-from clients.tui.lines import Line, center, fit, line_width
+from clients.tui.lines import Line, center, fit, help_line, line_width, seconds_left
 from clients.tui.state import TuiState
 from clients.tui.text import truncate, wrap
 
@@ -50,7 +50,7 @@ def _header(state: TuiState, width: int, now: float) -> Line:
     elif state.conn == "connecting":
         right = [("class:header.wait", " ◌ connecting… ")]
     else:
-        wait = _seconds_left(state.retry_at, now)
+        wait = seconds_left(state.retry_at, now)
         right = [("class:header.bad", f" ○ offline · retry in {wait}s ")]
     used = line_width(left) + line_width(right)
     if used > width and len(left) > 2:
@@ -130,7 +130,7 @@ def _connecting_body(state: TuiState, width: int, height: int, now: float) -> li
             [],
             center([("class:idle.text", truncate(state.offline_reason, width - 4))], width),
             center(
-                [("class:idle.text", f"Retrying in {_seconds_left(state.retry_at, now)}s…")],
+                [("class:idle.text", f"Retrying in {seconds_left(state.retry_at, now)}s…")],
                 width,
             ),
         ]
@@ -165,7 +165,7 @@ def _status_line(state: TuiState, width: int, now: float) -> Line:
     if state.fatal_message:
         return [("class:status.error", truncate(f" ✗ {state.fatal_message}", width))]
     if state.conn == "offline" and state.view in ("question", "suspended"):
-        wait = _seconds_left(state.retry_at, now)
+        wait = seconds_left(state.retry_at, now)
         return [
             (
                 "class:status.warn",
@@ -240,16 +240,4 @@ def _help_line(state: TuiState, width: int) -> Line:
         keys = [("Ctrl+C", "quit")]
     if state.inbox_note is not None and state.mode == "list":
         keys.insert(len(keys) - 1, ("←", "inbox"))
-    line: Line = [("class:help", " ")]
-    for key, what in keys:
-        piece = [("class:help.key", key), ("class:help", f" {what}   ")]
-        if line_width(line) + line_width(piece) > width:
-            break
-        line += piece
-    return line
-
-
-def _seconds_left(deadline: float | None, now: float) -> int:
-    if deadline is None:
-        return 0
-    return max(0, int(deadline - now + 0.999))
+    return help_line(keys, width)
