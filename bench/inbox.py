@@ -306,7 +306,11 @@ def main() -> int:
     machine = procs.describe_machine()
     started, busy_before = time.time(), procs.machine_busy()
     load_before = os.getloadavg()
-    results: dict[str, Any] = {"machine": machine, "load_before": [round(x, 2) for x in load_before]}
+    results: dict[str, Any] = {
+        "machine": machine,
+        "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+        "load_before": [round(x, 2) for x in load_before],
+    }
     with procs.redis_server() as redis_url:
         if redis_url is None:
             say("redis-server is not installed")

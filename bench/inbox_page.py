@@ -7,7 +7,7 @@ main run's raw figures are read back up to the page's last one).
 
 from __future__ import annotations
 
-import time
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -36,26 +36,41 @@ def render(rows: list[list[str]]) -> str:
     return "\n".join(lines)
 
 
+MEANING = """\
+What the numbers mean: a `GET` costs two round trips to Redis (the tenant's index shard,
+then one script per session, all pipelined) and the sorting of its items, so it grows with
+the sessions a pattern covers, not with the 5,000 sessions beside them; an operator's `*`
+reads every session for every page. An answer reaches the inbox sockets on another broker
+through the notice that also brings it to the session's own clients there, and the inbox
+hears each notice first: the two arrive together.
+"""
+
+
 def section(results: dict[str, Any], rows: list[list[str]], note: str) -> str:
     m = results["machine"]
-    when = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
     seeded = results["seeded"]
-    load = results["load_before"], results["load_after"]
-    remark = f"**Note:** {note}\n\n" if note else ""
+    before, after = results["load_before"], results["load_after"]
+    steal = "-" if results["steal"] is None else f"{results['steal']:.1%}"
+    run = (
+        f"{results['when']}, {'quick' if results['quick'] else 'full'} run, {results['duration_s']} s. "
+        f"Machine: {m['nproc']} cores ({m['cpu']}), Python {m['python'].split(' (')[0]}; redis-server "
+        f"{m['redis-server']}. How busy it was: load average {before[0]:g} / {before[1]:g} / {before[2]:g}"
+        f" (1, 5, 15 min) before the run and {after[0]:g} / {after[1]:g} / {after[2]:g} after it; the "
+        f"cores were {results['busy_share']:.0%} busy over the run (this run's processes and every other "
+        f"tenant's), hypervisor steal {steal}. {seeded['questionnaires']:,} questionnaires opened in "
+        f"{seeded['sessions']:,} sessions ({seeded['s']:g} s); {results['held_sockets']} inbox sockets held "
+        f"by a child process beside the 10 measuring ones, which received {results['held_frames']} frames "
+        "over the run."
+    )
+    remark = textwrap.fill(f"**Note:** {note}", 92, break_on_hyphens=False) + "\n\n" if note else ""
     return f"""\
 {INBOX}
 
 {METHOD}
+{MEANING}
 ### The run recorded here
 
-{when}, {"quick" if results["quick"] else "full"} run, {results["duration_s"]} s. Machine: {m["nproc"]} cores
-({m["cpu"]}), Python {m["python"].split(" (")[0]}; redis-server {m["redis-server"]}. How busy the
-machine was: load average {load[0][0]:g} / {load[0][1]:g} / {load[0][2]:g} (1, 5, 15 min) before the run and
-{load[1][0]:g} / {load[1][1]:g} / {load[1][2]:g} after it; the cores were {results["busy_share"]:.0%} busy over
-the run (this run's processes and every other tenant's), hypervisor steal
-{"-" if results["steal"] is None else f"{results['steal']:.1%}"}. {seeded["questionnaires"]} questionnaires
-opened in {seeded["sessions"]} sessions ({seeded["s"]} s); {results["held_sockets"]} inbox sockets held
-by a child process beside the 10 measuring ones; they received {results["held_frames"]} frames over the run.
+{textwrap.fill(run, 92, break_on_hyphens=False)}
 
 {remark}{render(rows)}
 """

@@ -40,6 +40,10 @@ Redis runs. Three more tools look inside one answer:
   questionnaire under valgrind's callgrind: a figure no other tenant of the machine can move
   (the same within 0.3% run to run), to compare two versions of the broker on any machine.
 
+`python bench/inbox.py` measures the inbox at the scale it must hold (10,000 open
+questionnaires, 1,000 inbox sockets, 3 brokers); its run is the last section of this page,
+["The inbox"](#the-inbox), which `bench/run.py --record` keeps as it is.
+
 How these figures came to be, run by run and machine by machine, with what was tried and
 not kept: [the benchmarks' history](benchmarks-history.md).
 """

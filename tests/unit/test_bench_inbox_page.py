@@ -24,6 +24,7 @@ def figures(p50: float, p99: float) -> dict[str, float]:
 def results(inbox_p50: float = 0.8, own_p50: float = 0.7) -> dict[str, Any]:
     return {
         "machine": {"nproc": "2", "cpu": "A CPU", "python": "3.11.7 (build)", "redis-server": "7.0.15"},
+        "when": "2026-12-04 16:53 UTC",
         "load_before": [1.0, 2.0, 3.0],
         "load_after": [1.5, 2.0, 3.0],
         "busy_share": 0.62,
@@ -59,7 +60,8 @@ def test_the_section_ends_the_page_and_replaces_the_one_before(tmp_path: Path) -
     assert text.startswith(inbox_page.without_inbox(main).rstrip("\n"))
     assert "```" not in text[text.index(inbox_page.INBOX) :]
     assert _raw_figures(text) == _raw_figures(main)  # the main run's figures read as before
-    assert "load average 1 / 2 / 3" in text and "62% busy" in text
+    flat = " ".join(text.split())
+    assert "load average 1 / 2 / 3 (1, 5, 15 min)" in flat and "62% busy" in flat
 
 
 def test_the_main_run_keeps_the_section_as_it_finds_it(tmp_path: Path) -> None:
