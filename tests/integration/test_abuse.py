@@ -544,8 +544,9 @@ API_STATUSES: Counter[str] = Counter()
 @pytest.fixture(scope="module")
 def api_broker() -> Iterator[BrokerProcess]:
     # client_wait=0: a start nobody is there to answer ends at once (unavailable), so no
-    # generated call holds on for its whole ``wait``.
-    with broker(client_wait=0, log_level="warning") as process:
+    # generated call holds on for its whole ``wait``; max_client_wait=0 keeps a generated
+    # ?clientWait= from asking for longer (any wait above 0 is a 400, as documented).
+    with broker(client_wait=0, max_client_wait=0, log_level="warning") as process:
         yield process
 
 
