@@ -17,7 +17,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_play
 
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, compose_screenshots
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, need, token
-from tests.helpers.samples import new_sid
+from tests.helpers.samples import REVIEWER, TARGET, TONE, new_sid
 
 pytestmark = pytest.mark.browser
 
@@ -27,33 +27,6 @@ PHONE = {"width": 375, "height": 760}
 SCREENSHOT = REPO_ROOT / "docs" / "screenshot-inbox.png"
 
 expect.set_options(timeout=TIMEOUT_MS)
-
-TARGET: dict[str, Any] = {
-    "id": "deploy_target",
-    "label": "Target",
-    "prompt": "Which environment should this release go to?",
-    "type": "single",
-    "options": [
-        {"id": "staging", "label": "Staging"},
-        {"id": "production", "label": "Production", "description": "Requires an approved release window"},
-    ],
-    "allowOther": False,
-}
-REVIEWER: dict[str, Any] = {
-    "id": "reviewer",
-    "label": "Reviewer",
-    "prompt": "Who should review the database migration?",
-    "type": "single",
-    "options": [{"id": "ana", "label": "Ana (platform)"}, {"id": "bo", "label": "Bo (data)"}],
-    "allowOther": False,
-}
-TONE: dict[str, Any] = {
-    "id": "tone",
-    "label": "Changelog tone",
-    "prompt": "Which tone should the changelog take?",
-    "type": "single",
-    "options": [{"id": "plain", "label": "Plain"}, {"id": "upbeat", "label": "Upbeat"}],
-}
 
 # A stand-in for the browser's Notification API, so that the test sees what the page asks
 # and shows; and a tab the test can hide, as a person switching tabs does.

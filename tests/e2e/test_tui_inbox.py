@@ -17,39 +17,12 @@ import pytest
 
 from tests.helpers.ansi_png import render_png
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
-from tests.helpers.samples import new_sid
+from tests.helpers.samples import REVIEWER, TARGET, TONE, new_sid
 from tests.helpers.terminal import Terminal, terminal
 
 __all__ = ["terminal"]  # the fixture, for the tests below
 
 DOCS = REPO_ROOT / "docs"
-
-TARGET: dict[str, Any] = {
-    "id": "deploy_target",
-    "label": "Target",
-    "prompt": "Which environment should this release go to?",
-    "type": "single",
-    "options": [
-        {"id": "staging", "label": "Staging"},
-        {"id": "production", "label": "Production", "description": "Requires an approved release window"},
-    ],
-    "allowOther": False,
-}
-REVIEWER: dict[str, Any] = {
-    "id": "reviewer",
-    "label": "Reviewer",
-    "prompt": "Who should review the database migration?",
-    "type": "single",
-    "options": [{"id": "ana", "label": "Ana (platform)"}, {"id": "bo", "label": "Bo (data)"}],
-    "allowOther": False,
-}
-TONE: dict[str, Any] = {
-    "id": "tone",
-    "label": "Changelog tone",
-    "prompt": "Which tone should the changelog take?",
-    "type": "single",
-    "options": [{"id": "plain", "label": "Plain"}, {"id": "upbeat", "label": "Upbeat"}],
-}
 
 
 @pytest.fixture(scope="module")

@@ -45,3 +45,32 @@ def start_body(*questions: dict[str, Any]) -> dict[str, Any]:
 def resume_body(qid: str, revision: int, response: str) -> dict[str, Any]:
     """The ``resume`` tool input."""
     return {"action": "resume", "questionnaireId": qid, "revision": revision, "clarificationResponse": response}
+
+
+# Three questions as different agents might ask them: the inbox tests list them side by side.
+TARGET: dict[str, Any] = {
+    "id": "deploy_target",
+    "label": "Target",
+    "prompt": "Which environment should this release go to?",
+    "type": "single",
+    "options": [
+        {"id": "staging", "label": "Staging"},
+        {"id": "production", "label": "Production", "description": "Requires an approved release window"},
+    ],
+    "allowOther": False,
+}
+REVIEWER: dict[str, Any] = {
+    "id": "reviewer",
+    "label": "Reviewer",
+    "prompt": "Who should review the database migration?",
+    "type": "single",
+    "options": [{"id": "ana", "label": "Ana (platform)"}, {"id": "bo", "label": "Bo (data)"}],
+    "allowOther": False,
+}
+TONE: dict[str, Any] = {
+    "id": "tone",
+    "label": "Changelog tone",
+    "prompt": "Which tone should the changelog take?",
+    "type": "single",
+    "options": [{"id": "plain", "label": "Plain"}, {"id": "upbeat", "label": "Upbeat"}],
+}
