@@ -52,14 +52,14 @@ from clients.bots.stats import percentile  # noqa: E402
 
 # (label, module, class or None, function) in the order an answer passes them.
 POINTS = [
-    ("frame bytes arrive", "broker.speedups.ws_protocol", "ClientSocket", "data_received"),
-    ("frame received", "broker.ws", "ClientConnection", "received"),
-    ("handler runs", "broker.ws", "ClientConnection", "_work"),
+    ("frame bytes arrive", "broker.ws.transport", "ClientSocket", "data_received"),
+    ("frame received", "broker.ws.session", "ClientConnection", "received"),
+    ("handler runs", "broker.ws.session", "ClientConnection", "_work"),
     ("command begins", "broker.service", "Broker", "command"),
     ("state machine done", None, None, "apply"),
     ("commit returned", None, None, "commit"),
     ("fan-out begins", "broker.service.fanout", "Fanout", "follow_write"),
-    ("frame written", "broker.speedups.ws_protocol", "ClientSocket", "write_frame"),
+    ("frame written", "broker.ws.transport", "ClientSocket", "write_frame"),
 ]
 
 

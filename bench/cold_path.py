@@ -36,12 +36,12 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from broker import ws  # noqa: E402
-from broker.auth import mint_token  # noqa: E402
-from broker.config import Config  # noqa: E402
 from broker.core.model import StartInput, parse_tool_input  # noqa: E402
+from broker.runtime.config import Config  # noqa: E402
 from broker.service import Broker  # noqa: E402
 from broker.store.memory import MemoryStore  # noqa: E402
+from broker.tokens.claims import mint_token  # noqa: E402
+from broker.ws import session  # noqa: E402
 
 SECRET = "cold-path-secret-cold-path-secret-0123"
 SESSION = "cold"
@@ -99,7 +99,7 @@ async def measure(count: int, evict_mib: int) -> dict[str, list[int]]:
     broker = Broker(config, MemoryStore())
     await broker.start()
     socket = RecordingSocket()
-    client = ws.ClientConnection(socket, broker, SESSION, "json")  # type: ignore[arg-type]
+    client = session.ClientConnection(socket, broker, SESSION, "json")  # type: ignore[arg-type]
     client.received(json.dumps({"type": "hello", "token": mint_token(SECRET, SESSION, "client")}))
     await _turns(20)
     questions = _questions().questions

@@ -28,7 +28,7 @@ async def hold(url: str, count: int, mode: str, prefix: str, hold_for: float) ->
     from websockets.asyncio.client import connect
     from websockets.typing import Subprotocol
 
-    from broker.auth import mint_token
+    from broker.tokens.claims import mint_token
 
     secret = os.environ.get("QBROKER_SECRET", "")
     slots = asyncio.Semaphore(CONCURRENCY)

@@ -47,7 +47,7 @@ from inbox_page import record, render
 
 sys.path.insert(0, str(procs.REPO))
 
-from broker.auth import mint_token  # noqa: E402
+from broker.tokens.claims import mint_token  # noqa: E402
 from tests.helpers.samples import single  # noqa: E402
 
 TENANTS, SESSIONS, PER_SESSION, SOCKETS_PER_TENANT = 250, 20, 2, 4

@@ -1,9 +1,9 @@
 """The ASGI application: agent API, MCP endpoint, the inbox, operator endpoints, health, and
-the web client (the client websockets are broker/ws.py and broker/inbox_ws.py).
+the web client (the client websockets are broker/ws/session.py and broker/ws/inbox.py).
 
-``BrokerApp`` sends the agent API's paths straight to ``broker/http.py``, the MCP endpoint's
-to ``broker/remote_mcp/``, the operator's to ``broker/operator_api.py``, the inbox's to
-``broker/inbox_http.py``, the record's (events, history) to ``broker/history.py``, and
+``BrokerApp`` sends the agent API's paths straight to ``broker/http/agent_api.py``, the MCP endpoint's
+to ``broker/remote_mcp/``, the operator's to ``broker/http/operator.py``, the inbox's to
+``broker/http/inbox.py``, the record's (events, history) to ``broker/http/record.py``, and
 everything else (health, metrics, OpenAPI, the web client) to a Starlette app; it runs the
 lifespan itself.
 """
@@ -21,15 +21,15 @@ from starlette.routing import BaseRoute, Mount, Route
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
-from broker import history, http, push_http
-from broker.config import Config
-from broker.inbox_http import INBOX_HTTP_PATH, InboxAPI
-from broker.metrics import CONTENT_TYPE
+from broker.http import agent_api, push, record
+from broker.http.inbox import INBOX_HTTP_PATH, InboxAPI
+from broker.http.openapi import build_openapi
+from broker.http.operator import REVOCATIONS_PATH, OperatorAPI
 from broker.notify.config import load_routes
-from broker.openapi import build_openapi
-from broker.operator_api import REVOCATIONS_PATH, OperatorAPI
 from broker.remote_mcp import McpEndpoint
 from broker.remote_mcp import match as mcp_match
+from broker.runtime.config import Config
+from broker.runtime.metrics import CONTENT_TYPE
 from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store, StoreUnavailable
@@ -49,7 +49,7 @@ async def metrics(request: Request) -> Response:
 
 
 async def openapi(request: Request) -> Response:
-    """The agent API as an OpenAPI 3.1 document (broker/openapi.py)."""
+    """The agent API as an OpenAPI 3.1 document (broker/http/openapi.py)."""
     return JSONResponse(OPENAPI_DOCUMENT)
 
 
@@ -67,22 +67,22 @@ class BrokerApp:
     """The app uvicorn runs: a two-way switch in front of Starlette.
 
     The agent API is the hot HTTP path, so it skips Starlette's middleware and routing
-    (``broker/http.py`` answers its own errors, a crash included, as JSON).
+    (``broker/http/agent_api.py`` answers its own errors, a crash included, as JSON).
     """
 
     def __init__(self, broker: Broker, web: Starlette) -> None:
         self.broker = broker
         self.state = web.state  # ``app.state.broker``, as on the Starlette app
-        self._agent_api = http.AgentAPI(broker)
+        self._agent_api = agent_api.AgentAPI(broker)
         self._operator_api = OperatorAPI(broker)
         self._inbox_api = InboxAPI(broker)
         self._mcp = McpEndpoint(broker)
-        self._history_api = history.HistoryAPI(broker)
+        self._history_api = record.HistoryAPI(broker)
         self._web = web
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http":
-            route = http.match(scope["path"])
+            route = agent_api.match(scope["path"])
             if route is not None:
                 await self._agent_api(scope, receive, send, *route)
                 return
@@ -96,12 +96,12 @@ class BrokerApp:
             if mcp is not None:
                 await self._mcp(scope, receive, send, *mcp)
                 return
-            if scope["path"].startswith("/v1/") and scope["path"] not in push_http.PATHS:
-                record = history.match(scope["path"])
-                if record is not None:
-                    await self._history_api(scope, send, *record)
+            if scope["path"].startswith("/v1/") and scope["path"] not in push.PATHS:
+                in_record = record.match(scope["path"])
+                if in_record is not None:
+                    await self._history_api(scope, send, *in_record)
                     return
-                await http.unknown_endpoint(scope, send)
+                await agent_api.unknown_endpoint(scope, send)
                 return
         elif scope["type"] == "lifespan":
             await self._lifespan(receive, send)
@@ -160,11 +160,11 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
         Route("/readyz", readyz),
         Route("/metrics", metrics),
         Route("/openapi.json", openapi),
-        *push_http.ROUTES,
+        *push.ROUTES,
     ]
     if web_dir is not None:
         routes.append(Mount("/", StaticFiles(directory=web_dir, html=True), name="web"))
     web = Starlette(routes=routes)
     web.state.broker = broker
-    web.state.push_subscribe_limits = push_http.subscribe_limits(config)
+    web.state.push_subscribe_limits = push.subscribe_limits(config)
     return BrokerApp(broker, web)

@@ -16,9 +16,9 @@ from urllib.parse import urlsplit
 
 import uvicorn
 
-from broker import logs
-from broker.auth import mint_token
-from broker.config import LOG_LEVELS, Config
+from broker.runtime import logs
+from broker.runtime.config import LOG_LEVELS, Config
+from broker.tokens.claims import mint_token
 
 log = logging.getLogger("qbroker.server")
 
@@ -80,7 +80,7 @@ class _Server(uvicorn.Server):
 def run(args: argparse.Namespace) -> int:
     from broker.app import create_app
     from broker.speedups.http_protocol import CoalescingHttpProtocol
-    from broker.speedups.ws_protocol import protocol_for
+    from broker.ws.transport import protocol_for
 
     config = Config.from_env(
         host=args.host, port=args.port, redis_url=args.redis_url, data_dir=args.data_dir, log_level=args.log_level
@@ -94,7 +94,7 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from dataclasses import replace
 
-    from broker.auth import weak_secret
+    from broker.tokens.claims import weak_secret
 
     warning = weak_secret(secret)
     if warning:
@@ -124,7 +124,7 @@ def run(args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=False,  # nothing reads the client address: skip the per-request rewrite
         http=CoalescingHttpProtocol,  # a response in one write, not two (broker/speedups/http_protocol.py)
-        ws=protocol_for(app.state.broker),  # serves the client websocket itself (broker/ws.py)
+        ws=protocol_for(app.state.broker),  # serves the client websocket itself (broker/ws/session.py)
         ws_max_size=config.max_frame_bytes,
         # No permessage-deflate: frames are small (a question is well under 1 KiB), and
         # compressing them costs more than it saves: ~40 us more per answer at the bots,

@@ -1,7 +1,7 @@
 """``qbroker``: the one command-line entry point, and its table of subcommands.
 
 Each subcommand lives in the module that owns the concept: ``serve`` in ``broker.server``,
-``token`` in ``broker.token_command``, ``ask``/``resume`` in ``clients.agent.cli``, ``tui`` in
+``token`` in ``broker.tokens.command``, ``ask``/``resume`` in ``clients.agent.cli``, ``tui`` in
 ``clients.tui.app``, ``mcp`` in ``clients.mcp.server``, ``bots`` in ``clients.bots.cli``. A
 subcommand module exposes ``configure(parser)`` to declare its flags and ``run(args) -> int``
 to do the work; heavy imports happen inside ``run`` so that ``qbroker --help`` stays fast.
@@ -20,7 +20,7 @@ from clients.web import ROOT as WEB_ROOT
 # name -> (module, one-line help). Order is the order shown by --help.
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("broker.server", "run the broker (HTTP agent API, websocket clients, web page)"),
-    "token": ("broker.token_command", "mint a signed token (agent, client or admin), or revoke tokens"),
+    "token": ("broker.tokens.command", "mint a signed token (agent, client or admin), or revoke tokens"),
     "ask": ("clients.agent.cli", "start a questionnaire from a tool-input file and wait for the outcome"),
     "resume": ("clients.agent.cli", "resume a questionnaire after a clarification request"),
     "tui": ("clients.tui.app", "answer questionnaires in the terminal"),

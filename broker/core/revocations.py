@@ -6,7 +6,7 @@ holder without an ``iat`` cannot show it came later, so it is revoked too). Each
 ``until`` the tokens it covers have expired, then dropped: ``keep_until`` says when.
 
 ``Revoked`` is the set every token check consults: a dict lookup or two, no I/O, so the
-agent API's per-call check stays in memory (broker/tokens.py keeps it fresh).
+agent API's per-call check stays in memory (broker/tokens/checks.py keeps it fresh).
 """
 
 from __future__ import annotations

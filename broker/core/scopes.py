@@ -10,7 +10,7 @@ A scope is one of
 
 Patterns and session ids share one alphabet, and ``*`` is not in it, so a scope is read
 without escaping and a session id can never be mistaken for a pattern. Which roles may
-hold which scopes is a rule of the tokens (broker/auth.py), not of the scopes.
+hold which scopes is a rule of the tokens (broker/tokens/claims.py), not of the scopes.
 """
 
 from __future__ import annotations

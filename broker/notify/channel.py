@@ -21,7 +21,7 @@ from broker.notify.config import Route
 from broker.notify.notification import Notification
 
 # Whether a token with this ``jti``, ``sub`` and ``iat`` is revoked: the broker's in-memory
-# check (broker/tokens.py), for a channel that sends on behalf of a token used earlier.
+# check (broker/tokens/checks.py), for a channel that sends on behalf of a token used earlier.
 IsRevoked: TypeAlias = Callable[[str | None, str | None, float | None], bool]
 
 

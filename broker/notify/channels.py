@@ -14,13 +14,13 @@ from typing import Any
 
 import httpx
 
-from broker.config import Config
 from broker.notify.channel import Channel, IsRevoked, never_revoked
 from broker.notify.config import Route
 from broker.notify.email import EmailChannel
 from broker.notify.ntfy import NtfyChannel
 from broker.notify.slack import SlackChannel
 from broker.notify.webhook import WebhookChannel
+from broker.runtime.config import Config
 from broker.store.base import Store
 
 

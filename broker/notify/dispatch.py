@@ -23,9 +23,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Final
 
-from broker.metrics import Metrics
 from broker.notify.channel import Channel, FailedDelivery, RetryableDelivery
 from broker.notify.notification import Notification
+from broker.runtime.metrics import Metrics
 
 log = logging.getLogger("qbroker.notify")
 

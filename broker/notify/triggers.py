@@ -22,19 +22,19 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence, Sized
 from typing import Final, Protocol
 
-from broker.auth import mint_token
-from broker.config import Config
 from broker.core import reminders
 from broker.core.machine import Questionnaire
 from broker.core.reminders import Trigger
-from broker.metrics import Metrics
 from broker.notify.channel import Channel, IsRevoked, never_revoked
 from broker.notify.channels import build_channel
 from broker.notify.config import DEFAULT_AFTER, Route
 from broker.notify.dispatch import Dispatcher
 from broker.notify.notification import Notification, QuestionText
 from broker.notify.posting import http_client
+from broker.runtime.config import Config
+from broker.runtime.metrics import Metrics
 from broker.store.base import Store, StoreUnavailable
+from broker.tokens.claims import mint_token
 
 log = logging.getLogger("qbroker.notify")
 

@@ -18,7 +18,7 @@ from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from py_vapid import Vapid02, VapidException
 
-from broker.config import Config
+from broker.runtime.config import Config
 
 DEFAULT_SUBJECT = "mailto:qbroker@localhost"
 

@@ -1,6 +1,6 @@
 """The ``webpush`` kind: the browser's own push, to every device subscribed for the session.
 
-A page posts its ``PushSubscription`` (``POST /v1/push/subscriptions``, broker/push_http.py);
+A page posts its ``PushSubscription`` (``POST /v1/push/subscriptions``, broker/http/push.py);
 the store keeps it under the token's scope. A notification goes to every subscription whose
 scope covers its session: the payload (``payload``: title, body, link, session,
 questionnaire; nothing else) is encrypted for the subscription's keys (RFC 8291, aes128gcm)
@@ -15,7 +15,7 @@ a notification to many devices must not hold up the event loop.
 
 Every token is checked on every use, and a subscription is a use of the token that posted it:
 before each send, the subscription's ``jti``, ``sub`` and ``iat`` are checked against the
-broker's revocations (``revoked``, an in-memory lookup, broker/tokens.py). A device whose
+broker's revocations (``revoked``, an in-memory lookup, broker/tokens/checks.py). A device whose
 token was revoked since is sent nothing and dropped from the store.
 
 A push service's 404 or 410 means the subscription is gone (the person unsubscribed, the

@@ -30,7 +30,7 @@ from typing import Any, Final
 from broker.core import tool
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import StartInput, parse_tool_input
-from broker.http import MAX_IDEMPOTENCY_KEY
+from broker.http.agent_api import MAX_IDEMPOTENCY_KEY
 from broker.remote_mcp.gate import Caller
 from broker.service import Broker
 from broker.store.base import StoreUnavailable

@@ -22,9 +22,9 @@ from mcp.server.transport_security import TransportSecuritySettings
 from sse_starlette.sse import AppStatus
 from starlette.types import Receive, Scope, Send
 
-from broker import http
 from broker.core import tool
 from broker.core.errors import BrokerError
+from broker.http import agent_api
 from broker.remote_mcp import calls, gate
 from broker.service import Broker
 
@@ -47,7 +47,7 @@ class McpEndpoint:
             json_response=False,
             # The gate checks Origin (with the broker's own rule) and the body size first.
             security_settings=TransportSecuritySettings(enable_dns_rebinding_protection=False),
-            max_request_body_size=http.MAX_BODY_BYTES,
+            max_request_body_size=agent_api.MAX_BODY_BYTES,
         )
         # sse-starlette (the SDK's SSE responses) would cut every stream the moment uvicorn
         # is told to stop; the broker's own shutdown ends each waiting call first, with a

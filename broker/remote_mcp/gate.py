@@ -29,12 +29,12 @@ from typing import Final
 from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
-from broker import http
-from broker.auth import valid_session_id
 from broker.core.errors import BrokerError, invalid
-from broker.replies import error_body, respond
+from broker.http import agent_api, kit
+from broker.http.kit import error_body, respond
 from broker.service import Broker
-from broker.ws import origin_allowed
+from broker.tokens.claims import valid_session_id
+from broker.ws.session import origin_allowed
 
 log = logging.getLogger("qbroker.mcp")
 
@@ -83,21 +83,23 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
         caller.timeout = _timeout(scope["query_string"])
-        body = await http.read_body(receive, headers.get("content-length"))
+        body = await kit.read_body(
+            receive, headers.get("content-length"), agent_api.MAX_BODY_BYTES, agent_api.TOO_LARGE
+        )
     except BrokerError as exc:
         broker.metrics.errors.labels(exc.code).inc()
         await refuse(send, exc)
         return None
-    except http.ClientGone:
+    except kit.ClientGone:
         return None
     scope[CALLER_KEY] = caller
     return _replay(body, receive)
 
 
 async def _authorize(broker: Broker, header: str | None, path_session: str | None) -> Caller:
-    claims = await http.verify_agent(broker, header)
+    claims = await agent_api.verify_agent(broker, header)
     if path_session is not None:
-        http.check_session(claims, path_session)
+        agent_api.check_session(claims, path_session)
         return Caller(path_session, claims.sub)
     if not valid_session_id(claims.sid):
         # A pattern (alice:*) or * covers more than one session: which one is the caller's?
@@ -111,12 +113,12 @@ async def _authorize(broker: Broker, header: str | None, path_session: str | Non
 
 def _timeout(raw: bytes) -> float | None:
     """``?timeout=SECONDS``, a plain number from 1 to ``MAX_TIMEOUT``; no query: None."""
-    query = http.parse_query(raw)
+    query = kit.parse_query(raw)
     if not query:
         return None
-    http.only(query, _TIMEOUT_ONLY)
+    kit.only(query, _TIMEOUT_ONLY)
     text = query[0][1]
-    if not http.is_number(text) or not 1 <= float(text) <= MAX_TIMEOUT:
+    if not kit.is_number(text) or not 1 <= float(text) <= MAX_TIMEOUT:
         raise invalid(f"timeout must be a number of seconds from 1 to {MAX_TIMEOUT}, got {text[:40]!r}")
     return float(text)
 

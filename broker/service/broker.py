@@ -19,14 +19,14 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.config import Config
 from broker.core import frames, machine, repeats, results
 from broker.core.actors import Actor
 from broker.core.errors import BrokerError, invalid
 from broker.core.events import started
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, ResumeInput
-from broker.metrics import Metrics
+from broker.runtime.config import Config
+from broker.runtime.metrics import Metrics
 from broker.service.fanout import Fanout
 from broker.service.hubs import Connection, Encoded, SessionHub
 from broker.service.inbox import InboxFeed
@@ -34,7 +34,7 @@ from broker.service.loops import Background, presence_ttl
 from broker.service.waits import AgentWaits
 from broker.service.writes import Writer
 from broker.store.base import Store, StoreUnavailable
-from broker.tokens import Tokens
+from broker.tokens.checks import Tokens
 
 if TYPE_CHECKING:
     from broker.notify.config import Route

@@ -27,7 +27,7 @@ from typing import Any
 
 from broker.core import frames, machine
 from broker.core.machine import Questionnaire
-from broker.metrics import Metrics
+from broker.runtime.metrics import Metrics
 from broker.service.hubs import EVERY_WRITE, OUTCOMES_ONLY, Connection, Encoded, SessionHub
 from broker.store.base import Head, Notice, Store, StoreUnavailable, Written
 

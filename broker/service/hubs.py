@@ -30,7 +30,7 @@ OUTCOMES_ONLY: Final = "outcomes only"
 
 
 class Connection(Protocol):
-    """What the service needs from a connected client (implemented by broker.ws)."""
+    """What the service needs from a connected client (implemented by broker.ws.session)."""
 
     client_id: str
     session_id: str

@@ -1,7 +1,7 @@
 """The inbox: what is open in the sessions a token covers, listed (``read_inbox``) and kept
 live for this process's inbox sockets (``InboxFeed``).
 
-Each inbox socket (a ``Watcher``, broker/inbox_ws.py) covers the sessions of its token's
+Each inbox socket (a ``Watcher``, broker/ws/inbox.py) covers the sessions of its token's
 scope: a prefix (``alice:`` of ``alice:*``, "" of ``*``) or one session. The feed follows
 the covered sessions that have something open (a ``Followed`` each: their entries and
 connected clients, as of one of the session's write numbers) and tells every socket covering
@@ -38,7 +38,7 @@ from broker.core import inbox
 from broker.core.inbox import Entry, Row
 from broker.core.machine import Questionnaire
 from broker.core.scopes import covers, scope_prefix
-from broker.metrics import Metrics
+from broker.runtime.metrics import Metrics
 from broker.service.fanout import Fanout
 from broker.service.hubs import Encoded, SessionHub
 from broker.store.base import Notice, Record, SessionInbox, Store, StoreUnavailable
@@ -65,7 +65,7 @@ async def read_inbox(store: Store, scope: str, now: float) -> list[Row]:
 
 
 class Watcher(Protocol):
-    """An inbox socket, as the feed sees it (implemented by broker.inbox_ws)."""
+    """An inbox socket, as the feed sees it (implemented by broker.ws.inbox)."""
 
     client_id: str
     scope: str  # its token's sid: a session id, a prefix pattern or *

@@ -14,7 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 
-from broker.config import Config
+from broker.runtime.config import Config
 from broker.service.fanout import Fanout
 from broker.service.inbox import InboxFeed
 from broker.store.base import Store, StoreUnavailable

@@ -14,10 +14,10 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from broker.config import Config
 from broker.core import availability, machine, results
 from broker.core.errors import BrokerError
 from broker.core.machine import Questionnaire
+from broker.runtime.config import Config
 from broker.service.fanout import Fanout
 from broker.service.hubs import SessionHub, Wake, _watch
 from broker.service.writes import Writer

@@ -21,7 +21,7 @@ from broker.core.actors import Actor
 from broker.core.errors import BrokerError
 from broker.core.events import events_of
 from broker.core.machine import Command, Questionnaire
-from broker.metrics import Metrics
+from broker.runtime.metrics import Metrics
 from broker.service.hubs import SessionHub
 from broker.store.base import Store, Written
 

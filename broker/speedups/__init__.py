@@ -11,12 +11,14 @@ release moves one.
   callback. About a tenth of the broker's own time per answer (bench/answer_path.py).
 - ``http_protocol``: uvicorn's httptools protocol, writing a response's head and body in
   one write instead of two (one system call and one TCP segment fewer per agent call).
-- ``ws_frames``: reads a whole client data frame that arrives alone, and writes server
-  frames, without websockets' parser and writer generators (reads websockets'
-  ``Protocol`` state). The websocket protocol class itself, ``broker.speedups.ws_protocol.ClientSocket``,
-  extends uvicorn's sans-I/O websocket protocol and serves the client path without ASGI.
 - ``redis_wire``: packs Redis commands and reads replies for the store's hot commands
   without redis-py's generic packer and response parser, on redis-py's own connections.
+
+The websocket transport reaches into uvicorn's and websockets' internals too; it lives with
+the sockets it serves, in ``broker/ws/`` (``transport``: the protocol class extending
+uvicorn's sans-I/O websocket protocol, serving the client paths without ASGI;
+``frame_codec``: a whole client data frame that arrives alone read, and server frames
+written, without websockets' parser and writer generators).
 
 Checked against the versions pyproject.toml allows (CI runs the suite on the lowest of
 them and on the newest). To measure one, turn it off where it is used and run

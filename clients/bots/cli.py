@@ -179,7 +179,7 @@ def parse_think(text: str) -> tuple[float, float]:
 def _generated_secret(data_dir: str | None) -> str | None:
     """The secret a broker started without QBROKER_SECRET generated in its data dir (as
     ``qbroker serve`` and ``qbroker token`` use it), if there is one: read, never created."""
-    from broker.config import Config
+    from broker.runtime.config import Config
 
     # Only the data dir is read from the environment: the broker's other settings are not ours.
     only_dir = {"QBROKER_DATA_DIR": os.environ.get("QBROKER_DATA_DIR", "")}
@@ -234,7 +234,7 @@ def token_refusal(urls: list[str], secret: str, timeout: float = 5.0) -> str | N
 
     import httpx
 
-    from broker.auth import mint_token
+    from broker.tokens.claims import mint_token
 
     sid = f"bots-preflight-{os.urandom(4).hex()}"
     headers = {"Authorization": f"Bearer {mint_token(secret, sid, 'agent', ttl=60)}"}

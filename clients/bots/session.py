@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING, Any
 
 import httpx
 
-from broker.auth import mint_token
 from broker.core.frames import Codec
+from broker.tokens.claims import mint_token
 from clients.bots.bot import Bot
 from clients.bots.http import AgentHTTP
 from clients.bots.http import HTTPError as BotsHTTPError

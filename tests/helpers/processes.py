@@ -25,7 +25,7 @@ import pytest
 import redis as redis_py
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.auth import Role, mint_token
+from broker.tokens.claims import Role, mint_token
 from tests.helpers.waiting import wait_until
 
 TEST_SECRET = "qbroker-test-secret-0123456789abcdef"

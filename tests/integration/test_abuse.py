@@ -38,7 +38,7 @@ from websockets.sync.client import ClientConnection as SyncConnection
 from websockets.sync.client import connect as sync_connect
 from websockets.typing import Subprotocol
 
-from broker.openapi import build_openapi
+from broker.http.openapi import build_openapi
 from tests.helpers.clients import MSGPACK, ScriptedClient, close_code
 from tests.helpers.processes import BrokerProcess, broker, token
 from tests.helpers.samples import new_sid
@@ -563,7 +563,7 @@ def test_the_broker_serves_its_openapi_document(api_broker: BrokerProcess) -> No
 def test_http_api_conforms_to_its_openapi_document(case: OpenApiCase, api_broker: BrokerProcess) -> None:
     # Every check but positive_data_acceptance: JSON Schema cannot say "ids unique after
     # trimming" or "minSelections <= maxSelections", so some schema-valid bodies are 400s
-    # by design (broker/openapi.py says so in its descriptions).
+    # by design (broker/http/openapi.py says so in its descriptions).
     response = case.call_and_validate(base_url=api_broker.url, excluded_checks=[positive_data_acceptance], timeout=30)
     API_STATUSES[f"{case.method} {response.status_code}"] += 1
 

@@ -28,13 +28,13 @@ from websockets.frames import Close, Frame, Opcode
 from websockets.typing import Subprotocol
 
 from broker.app import create_app
-from broker.auth import mint_token
-from broker.config import Config
 from broker.core import machine
 from broker.core.model import StartInput, parse_tool_input
+from broker.runtime.config import Config
 from broker.service import Broker
-from broker.speedups.ws_protocol import ClientSocket, protocol_for
 from broker.store.memory import MemoryStore
+from broker.tokens.claims import mint_token
+from broker.ws.transport import ClientSocket, protocol_for
 from tests.helpers.processes import free_port
 from tests.helpers.waiting import eventually
 

@@ -13,7 +13,7 @@ from urllib.parse import parse_qsl, urlsplit
 
 import pytest
 
-from broker.auth import mint_token, verify_token
+from broker.tokens.claims import mint_token, verify_token
 from tests.helpers.clients import person
 from tests.helpers.notify import (
     MAIL_FROM,

@@ -1,7 +1,7 @@
 """Client frames in awkward pieces, against the real broker over a raw TCP socket.
 
 The broker reads a frame that arrives alone and whole around websockets' parser
-(broker/speedups/ws_frames.py, ClientSocket.data_received) and leaves everything else to websockets.
+(broker/ws/frame_codec.py, ClientSocket.data_received) and leaves everything else to websockets.
 Here the pieces are cut so that both ways are taken and mixed: a frame byte by byte, several
 frames in one write, a frame whose rest (after its head) looks like a whole frame of its own,
 a fragmented message with a ping inside, and the frames websockets must close the connection

@@ -11,8 +11,8 @@ from typing import Any
 import jwt
 import pytest
 
-from broker.auth import mint_token, parse_ttl, verify_token
 from broker.core.errors import BrokerError
+from broker.tokens.claims import mint_token, parse_ttl, verify_token
 
 SECRET = "a-secret-of-at-least-thirty-two-bytes!"
 

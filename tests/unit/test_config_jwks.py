@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.config import Config
+from broker.runtime.config import Config
 
 IDP = {
     "QBROKER_JWKS_URL": "https://idp.example.com/.well-known/jwks.json",

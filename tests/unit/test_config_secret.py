@@ -10,7 +10,7 @@ import sys
 import threading
 from pathlib import Path
 
-from broker.config import Config
+from broker.runtime.config import Config
 from tests.helpers.processes import REPO_ROOT
 
 
@@ -52,7 +52,7 @@ def test_processes_starting_at_once_share_one_secret(tmp_path: Path) -> None:
     # A barrier without polling: each child says it is ready, then blocks reading a pipe
     # whose write end the parent closes once all are ready, releasing them together.
     code = (
-        "import os, sys; from pathlib import Path; from broker.config import Config\n"
+        "import os, sys; from pathlib import Path; from broker.runtime.config import Config\n"
         "print('ready', flush=True)\n"
         "os.read(int(sys.argv[2]), 1)\n"
         "print(Config(data_dir=Path(sys.argv[1])).secret_or_file())\n"

@@ -48,7 +48,7 @@ def _seconds(value: str) -> int:
 
 
 def _settings_the_broker_reads() -> set[str]:
-    return set(re.findall(r'"(QBROKER_[A-Z_]+)"', (ROOT / "broker" / "config.py").read_text()))
+    return set(re.findall(r'"(QBROKER_[A-Z_]+)"', (ROOT / "broker" / "runtime" / "config.py").read_text()))
 
 
 # --- docker-compose.yml ---------------------------------------------------------------

@@ -1,4 +1,4 @@
-"""broker/http.py as plain ASGI, in process: what a live broker cannot easily be made to do
+"""broker/http/agent_api.py as plain ASGI, in process: what a live broker cannot easily be made to do
 (crash, lose its agent mid-body, stream a body with no length) and the parsing helpers that
 stand in for Starlette's, checked against Starlette's own."""
 
@@ -17,10 +17,10 @@ from hypothesis import strategies as st
 from starlette.routing import compile_path
 from starlette.types import Message
 
-from broker import http
 from broker.app import BrokerApp, create_app
-from broker.auth import mint_token
-from broker.config import Config
+from broker.http import agent_api, kit
+from broker.runtime.config import Config
+from broker.tokens.claims import mint_token
 
 SECRET = "unit-test-secret-0123456789abcdef"
 SID = "unit"
@@ -103,7 +103,7 @@ async def test_a_body_in_chunks_is_joined(app: BrokerApp) -> None:
 
 async def test_a_streamed_body_over_the_limit_is_413_without_reading_it_all(app: BrokerApp) -> None:
     scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0")
-    chunk = {"type": "http.request", "body": b" " * (http.MAX_BODY_BYTES // 2 + 1), "more_body": True}
+    chunk = {"type": "http.request", "body": b" " * (agent_api.MAX_BODY_BYTES // 2 + 1), "more_body": True}
     messages = [chunk, chunk, chunk, chunk, _body(b"{}")]
     start, body = await _call(app, scope, messages)
     assert start["status"] == 413
@@ -137,14 +137,14 @@ async def test_an_input_at_every_limit_is_taken_even_with_every_character_escape
         for q in range(model.MAX_QUESTIONS)
     ]
     body = json.dumps({"action": "start", "questions": questions}).encode()  # ensure_ascii: \ud83d\ude00
-    assert 10_000_000 < len(body) <= http.MAX_BODY_BYTES
+    assert 10_000_000 < len(body) <= agent_api.MAX_BODY_BYTES
     scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0")
     start, reply = await _call(app, scope, [_body(body)])
     assert start["status"] == 202, reply["body"][:300]
 
 
 async def test_a_declared_length_over_the_limit_is_413_before_the_body(app: BrokerApp) -> None:
-    headers = [(b"content-length", str(http.MAX_BODY_BYTES + 1).encode())]
+    headers = [(b"content-length", str(agent_api.MAX_BODY_BYTES + 1).encode())]
     scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"", headers)
     start, body = await _call(app, scope, [])
     assert start["status"] == 413
@@ -183,25 +183,25 @@ def _starlette_match(path: str) -> tuple[str, str | None] | None:
 @given(segments=st.lists(_segments, max_size=6), prefix=st.booleans())
 def test_match_takes_the_paths_starlette_would_route_to_the_agent_api(segments: list[str], prefix: bool) -> None:
     path = ("/v1/sessions/" if prefix else "/") + "/".join(segments)
-    assert http.match(path) == _starlette_match(path)
+    assert agent_api.match(path) == _starlette_match(path)
 
 
 def test_match_names_the_session_and_the_questionnaire() -> None:
-    assert http.match("/v1/sessions/s1/questionnaire") == ("s1", None)
-    assert http.match("/v1/sessions/s1/questionnaires/q1") == ("s1", "q1")
-    assert http.match("/v1/sessions/s1/ws") is None
+    assert agent_api.match("/v1/sessions/s1/questionnaire") == ("s1", None)
+    assert agent_api.match("/v1/sessions/s1/questionnaires/q1") == ("s1", "q1")
+    assert agent_api.match("/v1/sessions/s1/ws") is None
 
 
 @given(query=st.text(alphabet="wait=&%+;2F0x5é ", max_size=16))
 def test_the_query_is_read_as_starlette_reads_it(query: str) -> None:
     raw = query.encode()
-    assert http.parse_query(raw) == parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
+    assert kit.parse_query(raw) == parse_qsl(raw.decode("latin-1"), keep_blank_values=True)
 
 
 def test_the_usual_query_is_one_pair() -> None:
-    assert http.parse_query(b"wait=30") == [("wait", "30")]
-    assert http.parse_query(b"") == []
-    assert re.fullmatch(http._NUMBER, "30")
+    assert kit.parse_query(b"wait=30") == [("wait", "30")]
+    assert kit.parse_query(b"") == []
+    assert re.fullmatch(kit._NUMBER, "30")
 
 
 async def test_a_start_keeps_the_sub_of_the_agent_token_as_who_asked(app: BrokerApp) -> None:

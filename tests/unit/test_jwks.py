@@ -1,4 +1,4 @@
-"""Tokens from an identity provider (broker/jwks.py, broker/tokens.py): keys fetched from a
+"""Tokens from an identity provider (broker/tokens/jwks.py, broker/tokens/checks.py): keys fetched from a
 JWKS served on 127.0.0.1 by tests/helpers/jwks.py, cached, refetched for a new key id at
 most once per interval, never on the event loop; and the token rules for them."""
 
@@ -17,12 +17,12 @@ import jwt
 import pytest
 from cryptography.hazmat.primitives import serialization
 
-from broker.auth import mint_token
-from broker.config import Config
 from broker.core.errors import BrokerError
-from broker.jwks import KeySet
+from broker.runtime.config import Config
 from broker.store.memory import MemoryStore
-from broker.tokens import Tokens
+from broker.tokens.checks import Tokens
+from broker.tokens.claims import mint_token
+from broker.tokens.jwks import KeySet
 from tests.helpers.jwks import AUDIENCE, ISSUER, IdentityProvider, new_key
 
 SECRET = "a-secret-of-at-least-thirty-two-bytes!"

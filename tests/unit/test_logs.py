@@ -1,4 +1,4 @@
-"""broker/logs.py: what the log shows at each level, and in which format.
+"""broker/runtime/logs.py: what the log shows at each level, and in which format.
 
 Per-connection lines (uvicorn's "connection open" / "connection closed", the broker's
 "client joined" / "client left") are debug: at info, a loaded broker's log would be
@@ -16,10 +16,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker import logs
-from broker.config import Config
 from broker.core import frames
 from broker.core.actors import Actor, ClientInfo
+from broker.runtime import logs
+from broker.runtime.config import Config
 from broker.service import Broker, Encoded
 from broker.store.memory import MemoryStore
 

@@ -8,7 +8,7 @@ import pytest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from prometheus_client.parser import text_string_to_metric_families
 
-from broker.metrics import _LATENCY_BUCKETS, CONTENT_TYPE, Metrics
+from broker.runtime.metrics import _LATENCY_BUCKETS, CONTENT_TYPE, Metrics
 
 FRAME_TYPES = ("hello", "ping", "draft", "answer", "clarify", "cancel")
 LES = ("0.0001", "0.00025", "0.0005", "0.001", "0.0025", "0.005", "0.01", "0.025", "0.05", "0.1", "0.25", "1.0", "+Inf")
@@ -60,7 +60,7 @@ def test_fresh_metrics_expose_the_names_prometheus_client_objects_did() -> None:
         ("qbroker_inbox_sessions", "gauge"),
         ("qbroker_inbox_rereads", "counter"),
         ("qbroker_inbox_rereads_created", "gauge"),
-        # Added since: tokens (broker/tokens.py)
+        # Added since: tokens (broker/tokens/checks.py)
         ("qbroker_revocations", "gauge"),
         ("qbroker_jwks_fetches", "counter"),
     }

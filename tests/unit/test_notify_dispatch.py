@@ -7,11 +7,11 @@ import logging
 
 import pytest
 
-from broker.metrics import Metrics
 from broker.notify.channel import Channel, FailedDelivery, RetryableDelivery
 from broker.notify.config import Route
 from broker.notify.dispatch import Dispatcher
 from broker.notify.notification import Notification
+from broker.runtime.metrics import Metrics
 
 ROUTE = Route(3, "team-a:*", "webhook", options={"url": "https://hooks.example.com/secret-path?key=s3cret"})
 

@@ -1,9 +1,9 @@
-"""broker/rate_limits.py: the token bucket (the websocket's frames) and one bucket per key
+"""broker/runtime/rate_limits.py: the token bucket (the websocket's frames) and one bucket per key
 (POST /v1/push/subscriptions per token), on a clock the test moves."""
 
 from __future__ import annotations
 
-from broker.rate_limits import KeyedBuckets, TokenBucket
+from broker.runtime.rate_limits import KeyedBuckets, TokenBucket
 
 
 class Clock:

@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from broker.config import Config
+from broker.runtime.config import Config
 from broker.store import open_store
 from broker.store.memory import MemoryStore
 
@@ -119,7 +119,7 @@ def test_settings_at_their_bounds_are_taken(env: dict[str, str], expected: tuple
 def test_the_defaults_are_the_documented_ones() -> None:
     """docs/protocol.md's and docs/operations.md's defaults, exactly: the black-box timer tests
     (test_protocol_timeout_defaults.py) can only bound them within a window."""
-    from broker import http
+    from broker.http import agent_api
 
     config = Config.from_env({})
     assert (config.client_wait, config.reconnect_grace, config.hello_timeout) == (5.0, 30.0, 10.0)
@@ -129,4 +129,4 @@ def test_the_defaults_are_the_documented_ones() -> None:
     assert config.max_connections_per_session == 64
     assert (config.heartbeat_interval, config.reconcile_interval, config.shutdown_grace) == (5.0, 2.0, 10.0)
     assert (config.log_level, config.log_format) == ("info", "auto")
-    assert http.DEFAULT_WAIT == 30.0
+    assert agent_api.DEFAULT_WAIT == 30.0

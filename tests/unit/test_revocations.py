@@ -1,16 +1,16 @@
 """Revocations: the pure rules (broker/core/revocations.py) and the broker's in-memory check
-kept fresh from the store (broker/tokens.py), on the memory store."""
+kept fresh from the store (broker/tokens/checks.py), on the memory store."""
 
 from __future__ import annotations
 
 import pytest
 
-from broker.auth import mint_token
-from broker.config import Config
 from broker.core.errors import BrokerError
 from broker.core.revocations import LONGEST_LIFETIME, Revocation, Revoked, exp_problem, keep_until
+from broker.runtime.config import Config
 from broker.store.memory import MemoryStore
-from broker.tokens import Tokens
+from broker.tokens.checks import Tokens
+from broker.tokens.claims import mint_token
 
 SECRET = "a-secret-of-at-least-thirty-two-bytes!"
 NOW = 1_800_000_000.0

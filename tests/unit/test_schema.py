@@ -33,7 +33,7 @@ from broker.core.model import (
     parse_tool_input,
 )
 from broker.core.schema import TOOL_INPUT_SCHEMA, tool_input_schema, trimmed_text_pattern
-from broker.openapi import build_openapi
+from broker.http.openapi import build_openapi
 from clients.mcp.server import INPUT_SCHEMA, tool_json
 from tests.helpers.samples import multi, single
 from tests.helpers.samples import start_body as start_payload

@@ -13,9 +13,9 @@ from pathlib import Path
 import jwt
 import pytest
 
-from broker.auth import verify_token
-from broker.config import Config
+from broker.runtime.config import Config
 from broker.server import _banner, _redacted
+from broker.tokens.claims import verify_token
 
 
 @pytest.mark.parametrize(

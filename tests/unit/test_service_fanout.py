@@ -19,12 +19,12 @@ from typing import Any
 import msgspec
 import pytest
 
-from broker.config import Config
 from broker.core import frames, machine
 from broker.core.actors import Actor, ClientInfo
 from broker.core.errors import BrokerError
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, StartInput, parse_tool_input
+from broker.runtime.config import Config
 from broker.service import EVERY_WRITE, OUTCOMES_ONLY, Broker, Encoded, SessionHub, Wake, _watch
 from broker.store.base import Head, Notice, Presence
 from broker.store.memory import MemoryStore

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from broker.config import Config
 from broker.core import machine
 from broker.core.machine import Questionnaire
+from broker.runtime.config import Config
 from broker.service import Broker, Encoded
 from broker.service import inbox as inbox_module
 from broker.store.base import Notice, Record

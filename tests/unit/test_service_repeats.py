@@ -8,10 +8,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from broker.config import Config
 from broker.core import machine, repeats
 from broker.core.errors import BrokerError
 from broker.core.model import Question, ResumeInput, StartInput, parse_tool_input
+from broker.runtime.config import Config
 from broker.service import Broker
 from broker.store.memory import MemoryStore
 from tests.helpers.samples import multi, new_sid, single, start_body

@@ -3,7 +3,7 @@ reaches into are still there, in the shape it relies on.
 
 The broker overrides, reads or replaces other libraries' internals where ``bench/`` measured
 what that buys (broker/speedups/, listed in its __init__), and in a few other places
-(broker/store/redis/, broker/server.py, broker/logs.py). A new upstream release can move one
+(broker/store/redis/, broker/server.py, broker/runtime/logs.py). A new upstream release can move one
 without any public API changing; these tests then fail first, one per upstream thing, saying
 what changed, which broker file relies on it and for what, and what to do -- rather than a
 fast path quietly turning itself off, or the suite failing somewhere far from the cause.
@@ -46,16 +46,17 @@ from websockets.server import ServerProtocol
 from websockets.streams import StreamReader
 from websockets.uri import parse_uri
 
-from broker.logs import DropFrameTraces, QuietConnections
-from broker.speedups import redis_wire, ws_frames
+from broker.runtime.logs import DropFrameTraces, QuietConnections
+from broker.speedups import redis_wire
 from broker.speedups.eager import _Continuation
 from broker.speedups.http_protocol import CoalescingHttpProtocol, HeldHead
-from broker.speedups.ws_protocol import ClientSocket
 from broker.store.redis import connections as redis_connections
 from broker.store.redis import links as redis_links
+from broker.ws import frame_codec
+from broker.ws.transport import ClientSocket
 
-WS = "broker/speedups/ws_protocol.py"
-WS_FRAMES = "broker/speedups/ws_frames.py"
+WS = "broker/ws/transport.py"
+WS_FRAMES = "broker/ws/frame_codec.py"
 HTTP = "broker/speedups/http_protocol.py"
 EAGER = "broker/speedups/eager.py"
 WIRE = "broker/speedups/redis_wire.py"
@@ -64,15 +65,15 @@ LINKS = "broker/store/redis/links.py"
 COMMANDS = "broker/store/redis/commands.py"
 ROUTING = "broker/store/redis/routing.py"
 SERVER = "broker/server.py"
-LOGS = "broker/logs.py"
+LOGS = "broker/runtime/logs.py"
 
 # What to do about it, by where it is used.
 FIX_CLIENT_SOCKET = (
-    "update ClientSocket (broker/speedups/ws_protocol.py) to the new uvicorn; or serve the client path through ASGI "
+    "update ClientSocket (broker/ws/transport.py) to the new uvicorn; or serve the client path through ASGI "
     "until then (broker/server.py: drop ws=protocol_for(...))"
 )
 FIX_FAST_FRAMES = (
-    "update broker/speedups/ws_frames.py, or disable the fast path (ws_frames.readable() returning False "
+    "update broker/ws/frame_codec.py, or disable the fast path (frame_codec.readable() returning False "
     "leaves every frame to websockets)"
 )
 FIX_HTTP = "update CoalescingHttpProtocol, or drop http=CoalescingHttpProtocol in broker/server.py"
@@ -268,7 +269,7 @@ def _defined_parameters(cls: type, name: str) -> list[str]:
     return [argument.arg for argument in [*arguments.posonlyargs, *arguments.args, *arguments.kwonlyargs]]
 
 
-# --- uvicorn: the websocket protocol ClientSocket extends (broker/speedups/ws_protocol.py) -----
+# --- uvicorn: the websocket protocol ClientSocket extends (broker/ws/transport.py) -----
 
 # uvicorn's own methods that ClientSocket overrides: uvicorn must still have and call them.
 _HOOKS: dict[str, list[str]] = {
@@ -529,7 +530,7 @@ def _default_headers() -> None:
     assert all(isinstance(k, bytes) and isinstance(v, bytes) for k, v in config.encoded_headers)
 
 
-# --- websockets: the handshake (broker/speedups/ws_protocol.py) -------------------------------
+# --- websockets: the handshake (broker/ws/transport.py) -------------------------------
 
 
 @internal(
@@ -547,7 +548,7 @@ def _accept_has_a_date() -> None:
     assert response.status_code == 101 and "Date" in response.headers
 
 
-# --- websockets: the protocol state the fast frame path reads (broker/speedups/ws_frames.py) --
+# --- websockets: the protocol state the fast frame path reads (broker/ws/frame_codec.py) --
 
 
 def _protocol_state(name: str, use: str, expected: Callable[[Any], bool]) -> None:
@@ -645,37 +646,37 @@ def _parser_between_frames() -> None:
 
 
 @internal(
-    "broker.speedups.ws_frames.readable(uvicorn's ServerProtocol)",
+    "broker.ws.frame_codec.readable(uvicorn's ServerProtocol)",
     f"{WS_FRAMES}'s fast path is on only where every piece of websockets state above is as expected "
     "(it turns itself off, silently, otherwise)",
     FIX_FAST_FRAMES,
 )
 async def _fast_path_is_on() -> None:
     socket = _uvicorn_websocket()
-    assert ws_frames.readable(socket.conn)
-    assert ws_frames.readable(_handshaken()[1])
+    assert frame_codec.readable(socket.conn)
+    assert frame_codec.readable(_handshaken()[1])
 
 
 @internal(
     "websockets.speedups.apply_mask (C)",
     f"{WS_FRAMES} unmasks a client frame's payload with it (websockets.utils.apply_mask if absent: slower)",
-    "check that websockets' wheel still ships its C extension, or update the import in broker/speedups/ws_frames.py",
+    "check that websockets' wheel still ships its C extension, or update the import in broker/ws/frame_codec.py",
 )
 def _apply_mask() -> None:
     from websockets.speedups import apply_mask
     from websockets.utils import apply_mask as python_apply_mask
 
     assert apply_mask(b"hello", b"\x01\x02\x03\x04") == python_apply_mask(b"hello", b"\x01\x02\x03\x04")
-    assert vars(ws_frames)["apply_mask"] is apply_mask
+    assert vars(frame_codec)["apply_mask"] is apply_mask
 
 
-# --- websockets / uvicorn: log records the broker filters (broker/logs.py) --------------------
+# --- websockets / uvicorn: log records the broker filters (broker/runtime/logs.py) --------------------
 
 
 @internal(
     "websockets' frame traces ('< %s' / '> %s' with the Frame)",
     f"{LOGS}'s DropFrameTraces drops them by their message (payloads hold answers)",
-    "update DropFrameTraces in broker/logs.py",
+    "update DropFrameTraces in broker/runtime/logs.py",
 )
 def _frame_traces() -> None:
     records: list[logging.LogRecord] = []
@@ -707,7 +708,7 @@ def _frame_traces() -> None:
 @internal(
     "websockets' 'connection open' / 'connection closed' info records, on uvicorn's 'uvicorn.error' logger",
     f"{LOGS}'s QuietConnections turns those two messages into debug lines",
-    "update QuietConnections in broker/logs.py",
+    "update QuietConnections in broker/runtime/logs.py",
 )
 async def _connection_lines() -> None:
     socket = _uvicorn_websocket()

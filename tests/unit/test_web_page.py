@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from broker.app import create_app
-from broker.config import Config
+from broker.runtime.config import Config
 from clients.web import ROOT as WEB_ROOT
 from tests.helpers.processes import REPO_ROOT, need
 

@@ -6,9 +6,9 @@ import re
 
 import pytest
 
-from broker.auth import mint_token, valid_session_id
 from broker.core.wire import MAX_SESSION_ID, SESSION_ID_PATTERN, SESSION_ID_RULE, is_session_id
-from broker.openapi import build_openapi
+from broker.http.openapi import build_openapi
+from broker.tokens.claims import mint_token, valid_session_id
 
 GOOD = ["demo", "a", "A-Z.a_z:0-9", "x" * MAX_SESSION_ID, "...", "user:42"]
 BAD = ["", "x" * (MAX_SESSION_ID + 1), "a b", "a/b", "sid\n", "\nsid", "é", "a%2Fb", "{tag}"]

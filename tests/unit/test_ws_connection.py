@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
-from broker import ws
-from broker.auth import mint_token
-from broker.config import Config
 from broker.core.model import StartInput, parse_tool_input
 from broker.core.status import CloseCode
+from broker.runtime.config import Config
 from broker.service import Broker, Encoded
 from broker.store.memory import MemoryStore
+from broker.tokens.claims import mint_token
+from broker.ws import session
 from tests.helpers.waiting import eventually
 
 SECRET = "unit-test-secret-unit-test-secret-0123"
@@ -66,11 +66,11 @@ class TaskMemoryStore(MemoryStore):
 
 async def connection(
     store: MemoryStore | None = None, **settings: Any
-) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
+) -> tuple[session.ClientConnection, FakeSocket, Broker]:
     config = replace(Config(), secret=SECRET, **settings)
     broker = Broker(config, store or MemoryStore())
     socket = FakeSocket()
-    return ws.ClientConnection(socket, broker, "s1", "json"), socket, broker  # type: ignore[arg-type]
+    return session.ClientConnection(socket, broker, "s1", "json"), socket, broker  # type: ignore[arg-type]
 
 
 def hello(session: str = "s1") -> str:
@@ -78,7 +78,7 @@ def hello(session: str = "s1") -> str:
     return json.dumps({"type": "hello", "token": token, "client": {"kind": "bot", "name": "unit"}})
 
 
-async def settle(client: ws.ClientConnection) -> None:
+async def settle(client: session.ClientConnection) -> None:
     for _ in range(100):
         if not client.working:
             return
@@ -86,7 +86,9 @@ async def settle(client: ws.ClientConnection) -> None:
     raise AssertionError("the connection's worker did not finish")
 
 
-async def joined(store: MemoryStore | None = None, **settings: Any) -> tuple[ws.ClientConnection, FakeSocket, Broker]:
+async def joined(
+    store: MemoryStore | None = None, **settings: Any
+) -> tuple[session.ClientConnection, FakeSocket, Broker]:
     client, socket, broker = await connection(store, **settings)
     client.received(hello())
     await settle(client)
@@ -149,10 +151,10 @@ async def test_frames_queued_together_drain_in_order() -> None:
 async def test_a_client_too_far_behind_is_closed_1008() -> None:
     client, socket, _ = await joined()
     client.writable = False
-    for n in range(ws.OUTBOUND_QUEUE):
+    for n in range(session.OUTBOUND_QUEUE):
         client.deliver(pong(n))
     assert socket.closed_with is None
-    client.deliver(pong(ws.OUTBOUND_QUEUE))
+    client.deliver(pong(session.OUTBOUND_QUEUE))
     assert socket.closed_with == (CloseCode.POLICY_VIOLATION, "client too slow")
     client.deliver(pong(0))
     client.drain()
@@ -181,12 +183,12 @@ async def test_on_the_memory_store_a_frame_is_handled_at_once_with_no_task() -> 
 async def test_a_burst_of_frames_pauses_reading_until_they_are_handled() -> None:
     client, socket, _ = await joined(TaskMemoryStore())
     assert client.worker is None
-    for _ in range(ws.INBOX_HIGH):
+    for _ in range(session.INBOX_HIGH):
         client.received(json.dumps({"type": "ping"}))
     assert socket.reading_paused == [True]
     await settle(client)
     assert socket.reading_paused == [True, False]
-    assert [f["type"] for f in socket.written] == ["pong"] * ws.INBOX_HIGH
+    assert [f["type"] for f in socket.written] == ["pong"] * session.INBOX_HIGH
 
 
 async def test_frames_beyond_the_rate_limit_close_1008() -> None:

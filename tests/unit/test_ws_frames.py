@@ -1,4 +1,4 @@
-"""broker/speedups/ws_frames.py: a frame read around websockets' parser is exactly one websockets would
+"""broker/ws/frame_codec.py: a frame read around websockets' parser is exactly one websockets would
 have accepted and handed on unchanged; anything else is refused with websockets' state untouched.
 
 Three kinds of evidence: frames the fast path must read (each checked against what websockets
@@ -29,7 +29,7 @@ from websockets.protocol import Protocol, Side, State
 from websockets.server import ServerProtocol
 from websockets.uri import parse_uri
 
-from broker.speedups.ws_frames import readable, server_frame, whole_data_frame
+from broker.ws.frame_codec import readable, server_frame, whole_data_frame
 
 MAX_SIZE = 70_000  # room for the largest 16-bit-length frame (65535 bytes)
 
@@ -664,7 +664,7 @@ class Transport(asyncio.Transport):
 
 @pytest.mark.parametrize("fast", [True, False], ids=["fast", "through-websockets"])
 async def test_several_frames_leave_in_one_write_and_read_back_in_order(fast: bool) -> None:
-    from broker.speedups.ws_protocol import ClientSocket
+    from broker.ws.transport import ClientSocket
 
     async def app(scope: Any, receive: Any, send: Any) -> None:
         pass

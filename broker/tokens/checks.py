@@ -10,7 +10,7 @@ are a set kept here.
 
 Two kinds of token are accepted: HS256 tokens signed with the broker's secret (``qbroker
 token``), and, with ``QBROKER_JWKS_URL`` set, RS256/ES256 tokens from an identity provider,
-signed by a key of its JWKS (broker/jwks.py), for the configured issuer and audience, whose
+signed by a key of its JWKS (broker/tokens/jwks.py), for the configured issuer and audience, whose
 scope, role and holder are read from the configured claims. The token's ``alg`` says which:
 a JWKS key never checks an HS256 token, nor the secret an RS256 one.
 
@@ -36,13 +36,13 @@ from typing import Final
 
 import jwt
 
-from broker.auth import ClaimNames, Claims, Role, check_use, hs256_claims, read_claims
-from broker.config import Config
 from broker.core.errors import BrokerError
 from broker.core.revocations import Revocation, Revoked, exp_problem, keep_until
-from broker.jwks import ALGORITHMS, KeySet
-from broker.metrics import Metrics
+from broker.runtime.config import Config
+from broker.runtime.metrics import Metrics
 from broker.store.base import Store, StoreUnavailable
+from broker.tokens.claims import ClaimNames, Claims, Role, check_use, hs256_claims, read_claims
+from broker.tokens.jwks import ALGORITHMS, KeySet
 
 log = logging.getLogger("qbroker.tokens")
 
@@ -242,12 +242,3 @@ class Tokens:
             if self._store_was_down:
                 log.info("revocations refreshed again")
                 self._store_was_down = False
-
-
-def bearer_token(authorization: str | None) -> str | None:
-    """The token of an ``Authorization: Bearer <token>`` header (the scheme in any case, as
-    RFC 7235 has it); None when there is no header, no token, or another scheme. Every HTTP
-    endpoint reads its token with this, then refuses a None in its own words."""
-    scheme, _, token = (authorization or "").partition(" ")
-    token = token.strip()
-    return token if scheme.lower() == "bearer" and token else None

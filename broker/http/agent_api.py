@@ -10,24 +10,21 @@ from __future__ import annotations
 
 import logging
 import math
-import re
-from collections.abc import Callable
 from typing import Any, Final
-from urllib.parse import parse_qsl
 
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from broker.auth import Claims, valid_session_id
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import ResumeInput, StartInput, parse_tool_input
 from broker.core.wire import SESSION_ID_RULE
-from broker.replies import error_body as _error_body
-from broker.replies import header as _header
-from broker.replies import respond as _respond
+from broker.http.kit import ClientGone, bearer_token, is_number, only, parse_query, read_body
+from broker.http.kit import error_body as _error_body
+from broker.http.kit import header as _header
+from broker.http.kit import respond as _respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
-from broker.tokens import bearer_token
+from broker.tokens.claims import Claims, valid_session_id
 
 log = logging.getLogger("qbroker.http")
 
@@ -36,6 +33,7 @@ log = logging.getLogger("qbroker.http")
 # emoji that the agent's JSON encoder escapes ("\ud83d\ude00", 12 bytes). No valid input
 # written out plainly is refused; the token is checked before the body is read.
 MAX_BODY_BYTES = 16 * 1024 * 1024
+TOO_LARGE: Final = "questionnaire: the request body is larger than 16 MiB"
 MAX_WAIT = 300.0
 DEFAULT_WAIT = 30.0
 MAX_IDEMPOTENCY_KEY = 200
@@ -60,10 +58,6 @@ def match(path: str) -> tuple[str, str | None] | None:
     if len(parts) == 3 and parts[1] == "questionnaires" and parts[0] and parts[2]:
         return parts[0], parts[2]
     return None
-
-
-class ClientGone(Exception):
-    """The agent hung up before its request body arrived: there is nobody to answer."""
 
 
 class AgentAPI:
@@ -114,7 +108,9 @@ class AgentAPI:
         if qid is None:  # POST .../questionnaire: start or resume
             wait = _wait(query, _START_QUERY)
             client_wait = _client_wait(query, broker.config.max_client_wait)
-            tool_input = _tool_input(await read_body(receive, _header(headers, b"content-length")))
+            tool_input = _tool_input(
+                await read_body(receive, _header(headers, b"content-length"), MAX_BODY_BYTES, TOO_LARGE)
+            )
             if isinstance(tool_input, StartInput):
                 key = _header(headers, b"idempotency-key")
                 if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
@@ -179,41 +175,9 @@ async def unknown_endpoint(scope: Scope, send: Send) -> None:
 
 # --- the query string ---------------------------------------------------------------------
 
-_NUMBER: Final = re.compile(r"[0-9]+(\.[0-9]*)?([eE][-+]?[0-9]+)?|\.[0-9]+([eE][-+]?[0-9]+)?", re.ASCII)
 _WAIT_ONLY: Final = frozenset({"wait"})
 _START_QUERY: Final = frozenset({"wait", "clientWait"})
 _NO_QUERY: Final = frozenset[str]()
-
-
-def parse_query(raw: bytes) -> list[tuple[str, str]]:
-    """(name, value) pairs, as Starlette reads them (latin-1, then percent-decoding as UTF-8)."""
-    if not raw:
-        return []
-    text = raw.decode("latin-1")
-    if "&" in text or "%" in text or "+" in text:
-        return parse_qsl(text, keep_blank_values=True)
-    name, _, value = text.partition("=")  # the usual "wait=30": what parse_qsl gives, at a fifth of its cost
-    return [(name, value)]
-
-
-def only(query: list[tuple[str, str]], allowed: frozenset[str], refuse: Callable[[str], BrokerError] = invalid) -> None:
-    """Refuse unknown or repeated query parameters, as unknown keys are refused everywhere
-    else: a typo such as ``?wiat=5`` must not silently become the default 30 s wait.
-    ``refuse`` makes the error of a sentence (the agent API's starts with ``questionnaire:``)."""
-    names = [name for name, _ in query]
-    unknown = sorted(set(names) - allowed)
-    if unknown:
-        shown = ", ".join(repr(name[:40]) for name in unknown[:5])
-        raise refuse(f"unknown query parameter(s) {shown}; this call takes {', '.join(sorted(allowed)) or 'none'}")
-    repeated = sorted(name for name in allowed if names.count(name) > 1)
-    if repeated:
-        raise refuse(f"query parameter {repeated[0]!r} is given more than once")
-
-
-def is_number(text: str) -> bool:
-    """A plain number of seconds ("30", "0.5", "1e-3"): float() alone would also take " 5",
-    "1_0", "+5" and non-ASCII digits, none of which is a number in the API's documented sense."""
-    return _NUMBER.fullmatch(text) is not None and math.isfinite(float(text))
 
 
 def _wait(query: list[tuple[str, str]], allowed: frozenset[str] = _WAIT_ONLY) -> float:
@@ -253,31 +217,6 @@ def _seconds(raw: str, name: str, bound: float) -> float:
 # --- the body -------------------------------------------------------------------------------
 
 _UTF8_BOM: Final = b"\xef\xbb\xbf"
-
-
-_TOO_LARGE: Final = "questionnaire: the request body is larger than 16 MiB"
-
-
-async def read_body(
-    receive: Receive, length: str | None, limit: int = MAX_BODY_BYTES, too_large: str = _TOO_LARGE
-) -> bytes:
-    """The whole body, refused (``payload_too_large``, 413, saying ``too_large``) once it is
-    over ``limit`` bytes: by its Content-Length before any is read, else as it arrives."""
-    if length is not None and length.isdecimal() and int(length) > limit:
-        raise BrokerError("payload_too_large", too_large)
-    chunks: list[bytes] = []
-    size = 0
-    while True:
-        message = await receive()
-        if message["type"] != "http.request":  # http.disconnect
-            raise ClientGone
-        chunk: bytes = message.get("body", b"")
-        size += len(chunk)
-        if size > limit:
-            raise BrokerError("payload_too_large", too_large)
-        chunks.append(chunk)
-        if not message.get("more_body", False):
-            return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 def _tool_input(body: bytes) -> StartInput | ResumeInput:

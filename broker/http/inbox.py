@@ -18,14 +18,13 @@ from urllib.parse import parse_qsl
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from broker.auth import Claims
 from broker.core import inbox
 from broker.core.errors import BrokerError
-from broker.replies import error_body, header, respond
+from broker.http.kit import bearer_token, error_body, header, respond
 from broker.service import Broker
 from broker.service.inbox import read_inbox
 from broker.store.base import StoreUnavailable
-from broker.tokens import bearer_token
+from broker.tokens.claims import Claims
 
 log = logging.getLogger("qbroker.http")
 

@@ -4,7 +4,7 @@ client token covers (docs/protocol.md, "The inbox").
 It is the session socket's twin: the same handshake (subprotocols, Origin), the same first
 frame (a ``hello`` with a client token, within the hello timeout), the same limits (rate,
 frame size, a slow reader disconnected) and close codes, on the same protocol class
-(broker/speedups/ws_protocol.py). What differs is what it serves: after the hello, an
+(broker/ws/transport.py). What differs is what it serves: after the hello, an
 ``inbox`` frame with every open questionnaire of the sessions the token covers, then a
 frame for every change (broker/service/inbox.py); the only frame it takes after the hello
 is ``ping``, and any other is refused by its type alone, before its fields are read (an
@@ -22,10 +22,10 @@ from broker.core.errors import BrokerError
 from broker.core.frames import Codec
 from broker.core.status import CloseCode, CloseReason
 from broker.service import Broker, Encoded
-from broker.ws import ClientConnection
+from broker.ws.session import ClientConnection
 
 if TYPE_CHECKING:
-    from broker.speedups.ws_protocol import ClientSocket
+    from broker.ws.transport import ClientSocket
 
 INBOX_PATH: Final = "/v1/inbox/ws"
 ONLY_PINGS: Final = "the inbox socket takes ping frames only; answer on the session's socket /v1/sessions/{sid}/ws"

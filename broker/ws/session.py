@@ -2,7 +2,7 @@
 
 ``ClientConnection`` is one connected client: its hello, its frames in order, its frames
 out. The protocol class that uvicorn runs for each upgrade, ``ClientSocket``
-(broker/speedups/ws_protocol.py), serves ``/v1/sessions/{sid}/ws`` without ASGI and hands
+(broker/ws/transport.py), serves ``/v1/sessions/{sid}/ws`` without ASGI and hands
 each client's frames to its ``ClientConnection``; the handshake's rules (origin,
 subprotocol, session id) are here.
 
@@ -28,19 +28,19 @@ from urllib.parse import urlsplit
 
 from websockets.datastructures import Headers
 
-from broker.auth import Claims, valid_session_id
 from broker.core import frames
 from broker.core.actors import Actor, ClientInfo
 from broker.core.errors import BrokerError
 from broker.core.frames import Codec
 from broker.core.status import CloseCode, CloseReason
-from broker.rate_limits import TokenBucket
+from broker.runtime.rate_limits import TokenBucket
 from broker.service import Broker, Encoded
 from broker.speedups.eager import Resuming, eagerly
 from broker.store.base import StoreUnavailable
+from broker.tokens.claims import Claims, valid_session_id
 
 if TYPE_CHECKING:
-    from broker.speedups.ws_protocol import ClientSocket
+    from broker.ws.transport import ClientSocket
 
 log = logging.getLogger("qbroker.ws")
 

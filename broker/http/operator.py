@@ -4,7 +4,7 @@
 before now. Either may say ``"exp"``: the latest expiry of the tokens it covers (``qbroker
 token --json`` prints a token's), after which the revocation is dropped; without it the
 revocation is kept for the longest lifetime a token may have (broker/core/revocations.py).
-An ``exp`` not in the future is refused (broker/tokens.py): it would drop the revocation
+An ``exp`` not in the future is refused (broker/tokens/checks.py): it would drop the revocation
 at once and leave its tokens working.
 Answers ``200 {"jti" | "sub", "revokedAt", "keptUntil"}``; errors in the agent API's shape.
 
@@ -21,13 +21,11 @@ from typing import Any, Final
 import orjson
 from starlette.types import Receive, Scope, Send
 
-from broker.auth import jti_problem, sub_problem
 from broker.core.errors import BrokerError
-from broker.http import ClientGone, read_body
-from broker.replies import error_body, header, respond
+from broker.http.kit import ClientGone, bearer_token, error_body, header, read_body, respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
-from broker.tokens import bearer_token
+from broker.tokens.claims import jti_problem, sub_problem
 
 log = logging.getLogger("qbroker.operator")
 

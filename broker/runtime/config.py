@@ -170,7 +170,7 @@ class Config:
     # The MCP endpoint's tool calls report progress this often while the person answers.
     mcp_progress_interval: float = 10.0
     log_level: str = "info"
-    # auto: readable text when stderr is a terminal, JSON lines otherwise (broker/logs.py)
+    # auto: readable text when stderr is a terminal, JSON lines otherwise (broker/runtime/logs.py)
     log_format: str = "auto"
     # Tokens from an identity provider, beside the HS256 secret (docs/operations.md): RS256
     # and ES256 tokens signed by a key of the JWKS at ``jwks_url``, for ``jwt_issuer`` and one

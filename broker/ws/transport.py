@@ -4,7 +4,7 @@ serving the client endpoint itself instead of through ASGI.
 uvicorn parses HTTP and hands each websocket upgrade to a protocol class. ``ClientSocket``
 extends uvicorn's ``WebSocketsSansIOProtocol`` (websockets' ``ServerProtocol`` underneath,
 which keeps the handshake, keepalive pings and closing handshake) and serves
-``/v1/sessions/{sid}/ws`` (and the inbox's ``/v1/inbox/ws``, broker/inbox_ws.py) itself:
+``/v1/sessions/{sid}/ws`` (and the inbox's ``/v1/inbox/ws``, broker/ws/inbox.py) itself:
 frames arrive as callbacks and frames to the client are written to the transport at once.
 What it buys:
 
@@ -14,9 +14,9 @@ What it buys:
   between the fan-out and the socket (the answer -> next question latency).
 
 It overrides uvicorn's methods and reads its attributes (``close_sent``, ``read_paused``,
-``close_timer``, ``frames``, ``curr_msg_data_type``, ...): this is why it lives with the
-other speed-ups, and tests/unit/test_upstream_internals.py names each one. A whole data
-frame that arrives alone is read without websockets' parser (``ws_frames``). Every other
+``close_timer``, ``frames``, ``curr_msg_data_type``, ...): tests/unit/test_upstream_internals.py
+names each one. A whole data frame that arrives alone is read without websockets' parser
+(``frame_codec``). Every other
 websocket path goes to the ASGI app as usual (which refuses it).
 """
 
@@ -32,10 +32,10 @@ from websockets.protocol import State
 
 from broker.core import frames
 from broker.core.status import CloseCode
-from broker.inbox_ws import INBOX_PATH, InboxConnection
 from broker.service import Broker
-from broker.speedups.ws_frames import readable, server_frame, whole_data_frame
-from broker.ws import CLIENT_PATH, ClientConnection, _refusal, _subprotocol, log
+from broker.ws.frame_codec import readable, server_frame, whole_data_frame
+from broker.ws.inbox import INBOX_PATH, InboxConnection
+from broker.ws.session import CLIENT_PATH, ClientConnection, _refusal, _subprotocol, log
 
 
 class _Unused:

@@ -6,7 +6,7 @@
 Both are read-only and answer an agent token or a client token whose scope covers the
 session, presented as ``Authorization: Bearer`` (a client's token travels in its hello on
 the websocket; here, where there is no hello, in the header). Off the hot path: plain ASGI
-like the agent API (broker/http.py, whose error shape they share: messages start with
+like the agent API (broker/http/agent_api.py, whose error shape they share: messages start with
 ``history:`` or ``events:``), routed by broker/app.py.
 Events and history hold ids, steps, times and who: never an answer or a text.
 """
@@ -20,15 +20,13 @@ from typing import Any, Final
 import orjson
 from starlette.types import Scope, Send
 
-from broker.auth import Claims, valid_session_id
 from broker.core.errors import BrokerError
 from broker.core.history import STATUSES, Summary
 from broker.core.wire import SESSION_ID_RULE
-from broker.http import only, parse_query
-from broker.replies import error_body, header, respond
+from broker.http.kit import bearer_token, error_body, header, only, parse_query, respond
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
-from broker.tokens import bearer_token
+from broker.tokens.claims import Claims, valid_session_id
 
 log = logging.getLogger("qbroker.http")
 

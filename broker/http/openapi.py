@@ -652,7 +652,7 @@ def _status_body(values: list[str]) -> Schema:
     }
 
 
-# --- browser push (broker/push_http.py) ---------------------------------------------------
+# --- browser push (broker/http/push.py) ---------------------------------------------------
 
 _PUSH_ERRORS: Final[dict[str, str]] = {
     "400": "invalid_arguments: not JSON, or a subscription the broker cannot use (the message says why: "

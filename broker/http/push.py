@@ -27,14 +27,14 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from broker.auth import Claims
-from broker.config import Config
 from broker.core import push
 from broker.core.errors import BrokerError
-from broker.rate_limits import KeyedBuckets
+from broker.http.kit import bearer_token
+from broker.runtime.config import Config
+from broker.runtime.rate_limits import KeyedBuckets
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
-from broker.tokens import bearer_token
+from broker.tokens.claims import Claims
 
 log = logging.getLogger("qbroker.push")
 

@@ -26,10 +26,10 @@ from typing import Any
 
 import jwt
 
-from broker.auth import DEFAULT_TTL, MAX_SUB, ROLES, mint_token, parse_ttl, sub_problem, weak_secret
+from broker.tokens.claims import DEFAULT_TTL, MAX_SUB, ROLES, mint_token, parse_ttl, sub_problem, weak_secret
 
 REVOKE_TOKEN_TTL = 60.0  # the admin token minted for one revocation call
-REVOCATIONS_PATH = "/v1/revocations"  # (broker/operator_api.py's; this command only calls it)
+REVOCATIONS_PATH = "/v1/revocations"  # (broker/http/operator.py's; this command only calls it)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -227,7 +227,7 @@ def signing_secret(given: str | None, data_dir: str | None, *, generate: bool) -
     """The secret ``qbroker serve`` would sign with: ``given``, else ``QBROKER_SECRET``, else
     the data dir's secret file; when there is none, generate that file (``generate``) or
     return None."""
-    from broker.config import Config
+    from broker.runtime.config import Config
 
     config = Config.from_env(data_dir=data_dir)
     if given or config.secret:

@@ -7,8 +7,8 @@
   asked and who answered; ``jti``: the token's id, for revocation; ``iat``: when it was issued.
 
 ``mint_token`` signs HS256 tokens with the broker's secret (``qbroker token``,
-broker/token_command.py); ``verify_token`` checks one against the secret alone. A running
-broker checks every token through ``broker.tokens.Tokens``, which adds keys from an
+broker/tokens/command.py); ``verify_token`` checks one against the secret alone. A running
+broker checks every token through ``broker.tokens.checks.Tokens``, which adds keys from an
 identity provider's JWKS and the revocations kept in the store.
 """
 
@@ -93,7 +93,7 @@ class Claims(msgspec.Struct, frozen=True):
 
 class ClaimNames(msgspec.Struct, frozen=True):
     """Which claims carry the scope, the role and the holder: qbroker's own names, or an
-    identity provider's (``QBROKER_JWT_SID_CLAIM`` and its siblings, broker/config.py)."""
+    identity provider's (``QBROKER_JWT_SID_CLAIM`` and its siblings, broker/runtime/config.py)."""
 
     sid: str = "sid"
     role: str = "role"
