@@ -3,14 +3,14 @@
 (``broker/remote_mcp/``).
 
 Everything here is plain JSON in MCP's field names (``name``, ``title``, ``description``,
-``inputSchema``, ``annotations``; ``content``, ``structuredContent``, ``isError``), so that
+``inputSchema``, ``annotations``; ``content``, ``_meta``, ``isError``), so that
 neither server can drift from the other and the core needs no MCP SDK: each server wraps
 these values in its SDK's types with one ``model_validate``.
 
 - the tool: its name, title, description (when to use it, how to ask, how to read the
   result, the clarification rule) and the input's one JSON Schema (``schema``);
-- a result: the broker's tool result (``results.tool_result``) with ``details`` as MCP's
-  ``structuredContent``;
+- a result: the broker's tool result (``results.tool_result``): its text as the only
+  content, ``details`` in the result's ``_meta`` (``DETAILS_META_KEY``);
 - a refusal: a tool error (``isError: true``) whose text is the broker's message and its
   wire code, so that the model can read it and fix its call;
 - a progress report's message while the person is still answering.
@@ -99,13 +99,20 @@ def tool_listing() -> dict[str, Any]:
     return {**tool_json(), "title": TOOL_TITLE, "annotations": dict(ANNOTATIONS)}
 
 
+# Where a result keeps the versioned ``details`` object for programs. Not in
+# ``structuredContent``: hosts (Claude Code, Codex) hand the model that JSON in place of the
+# text, and the text is what the model must read (the marker line, the answers as ids, the
+# rules for a clarification). Hosts do not show a result's ``_meta`` to the model.
+DETAILS_META_KEY: Final = "qbroker/details"
+
+
 def call_result(tool_result: Mapping[str, Any]) -> dict[str, Any]:
     """An MCP ``CallToolResult`` from the broker's tool result (``{content, details,
-    isError}``, the agent API's 200 body): the text as content, ``details`` as structured
-    content."""
+    isError}``, the agent API's 200 body): the text as the only content, ``details`` in
+    ``_meta[DETAILS_META_KEY]``."""
     return {
         "content": [dict(item) for item in tool_result["content"]],
-        "structuredContent": dict(tool_result["details"]),
+        "_meta": {DETAILS_META_KEY: dict(tool_result["details"])},
         "isError": False,
     }
 

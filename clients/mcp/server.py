@@ -4,7 +4,8 @@ A stdio Model Context Protocol server built on the official ``mcp`` Python SDK's
 ``Server`` (which lets us publish an exact ``inputSchema``). It exposes one tool,
 ``questionnaire``, whose input is the seed's tool input verbatim and whose result is the
 broker's tool result: the text (first line ``<MARKER> questionnaireId=.. revision=..``) as
-content and the versioned ``details`` object as structured content. A call blocks until the
+content and the versioned ``details`` object in the result's ``_meta`` (never as structured
+content, which hosts hand the model in place of the text). A call blocks until the
 questionnaire has an outcome (202s are followed); while it waits, progress notifications
 go out when the host asked for them, so hosts that reset their timeout on progress keep
 waiting. Broker refusals (``invalid_arguments``, ``stale_revision``,

@@ -65,7 +65,7 @@ async def test_the_inspector_starts_and_the_person_completes(live: BrokerProcess
     qid = question["questionnaireId"]
     assert result["isError"] is False
     assert first_text(result).splitlines()[0] == f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=0"
-    assert result["structuredContent"]["answers"] == [
+    assert result["_meta"][tool.DETAILS_META_KEY]["answers"] == [
         {"questionId": "deploy_target", "selectedOptionIds": ["production"]},
         {"questionId": "checks", "selectedOptionIds": ["unit", "e2e"]},
     ]
@@ -118,7 +118,10 @@ async def test_the_inspector_gets_a_clarification_request_and_resumes(
     assert done.returncode == EXIT_OK, done.stderr
     result = done.output["result"]
     assert first_text(result).startswith(f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=1")
-    assert result["structuredContent"]["clarifications"][0]["response"] == "An agreed time slot for production deploys."
+    assert (
+        result["_meta"][tool.DETAILS_META_KEY]["clarifications"][0]["response"]
+        == "An agreed time slot for production deploys."
+    )
     notes.write()
 
 

@@ -1,15 +1,20 @@
-"""A scripted model behind an OpenAI-compatible chat-completions endpoint, for driving real
-agent programs (Pi) in tests without a model.
+"""Scripted models behind real model APIs, for driving real agent programs (Pi, Claude Code)
+in tests without a model.
 
-``ScriptedModel(brain)`` listens on 127.0.0.1 (a thread of its own) and answers every
-``POST /v1/chat/completions`` with a streamed completion (server-sent events, the chunks
-OpenAI's streaming API sends, ending in ``data: [DONE]``). What to say is up to ``brain``:
-it gets the request's ``messages`` and returns a ``Turn`` (some text, some tool calls, or
-both). Every request is kept in ``requests``, so a test asserts on exactly what the agent
-sent the model, tool results included (``tool_results()``).
+A scripted model listens on 127.0.0.1 (a thread of its own) and answers every model request
+with a streamed reply (server-sent events, as the real API streams). What to say is up to
+``brain``: it gets the conversation's ``messages`` and returns a ``Turn`` (some text, some
+tool calls, or both). Every request is kept in ``requests``, so a test asserts on exactly
+what the agent sent the model, tool results included (``tool_results()``).
 
-A brain that raises, or a request that is not a chat completion, is answered with an HTTP
-500 whose body names the error, and the error is kept in ``errors`` for the test to report.
+- ``ScriptedModel``: OpenAI's chat completions (``POST /v1/chat/completions``, what Pi's
+  ``openai-completions`` provider speaks);
+- ``ScriptedAnthropic``: Anthropic's Messages API (``POST /v1/messages``, what Claude Code
+  speaks with ``ANTHROPIC_BASE_URL``).
+
+A brain that raises, or a request to a path the model does not serve, is answered with an
+HTTP 500 whose body names the error, and the error is kept in ``errors`` for the test to
+report.
 """
 
 from __future__ import annotations
@@ -17,10 +22,10 @@ from __future__ import annotations
 import json
 import threading
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any
+from typing import Any, ClassVar, Self
 
 Message = dict[str, Any]
 
@@ -52,8 +57,16 @@ def text_of(message: Message) -> str:
     return ""
 
 
+def halves(text: str) -> tuple[str, str]:
+    """``text`` in two pieces, as a stream delivers it."""
+    middle = len(text) // 2
+    return text[:middle], text[middle:]
+
+
 @dataclass
-class ScriptedModel:
+class _ScriptedServer:
+    """What every scripted model shares: the HTTP server, the requests kept, the errors."""
+
     brain: Brain
     model_id: str = "scripted"
     requests: list[dict[str, Any]] = field(default_factory=list)
@@ -61,24 +74,24 @@ class ScriptedModel:
     _server: ThreadingHTTPServer | None = None
     _thread: threading.Thread | None = None
 
-    # --- what the agent sent ----------------------------------------------------------
-    def tool_results(self) -> list[Message]:
-        """Every distinct ``role: tool`` message the agent sent, in order (each request
-        repeats the conversation, so each result is kept once, by its tool call id)."""
-        seen: dict[str, Message] = {}
-        for request in self.requests:
-            for message in request.get("messages", []):
-                if message.get("role") == "tool":
-                    seen.setdefault(str(message.get("tool_call_id")), message)
-        return list(seen.values())
+    # The path the model's streamed replies are posted to (the API's).
+    PATH: ClassVar[str] = ""
+
+    def events(self, turn: Turn) -> Iterator[bytes]:
+        """The reply as the API streams it: server-sent events, ready to write."""
+        raise NotImplementedError
+
+    def other(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        """The JSON answer to a request for another path; the base serves none."""
+        raise ValueError(f"not a model request: POST {path}")
 
     # --- the server -------------------------------------------------------------------
     @property
-    def base_url(self) -> str:
+    def origin(self) -> str:
         assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def start(self) -> ScriptedModel:
+    def start(self) -> Self:
         model = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -86,30 +99,34 @@ class ScriptedModel:
                 pass
 
             def do_POST(self) -> None:
+                path = self.path.split("?", 1)[0].rstrip("/")
                 try:
                     body = json.loads(self.rfile.read(int(self.headers.get("content-length") or 0)))
-                    if self.path.rstrip("/") != "/v1/chat/completions":
-                        raise ValueError(f"not a chat completion: POST {self.path}")
+                    if path != model.PATH:
+                        self._json(200, model.other(path, body))
+                        return
                     model.requests.append(body)
                     turn = model.brain(list(body["messages"]))
                 except Exception as exc:  # the test reports it; the agent sees a 500
                     model.errors.append(f"{type(exc).__name__}: {exc}")
-                    payload = json.dumps({"error": {"message": str(exc), "type": "scripted_model"}}).encode()
-                    self.send_response(500)
-                    self.send_header("content-type", "application/json")
-                    self.send_header("content-length", str(len(payload)))
-                    self.end_headers()
-                    self.wfile.write(payload)
+                    self._json(500, {"error": {"message": str(exc), "type": "scripted_model"}})
                     return
                 self.send_response(200)
                 self.send_header("content-type", "text/event-stream")
                 self.send_header("cache-control", "no-cache")
                 self.end_headers()
-                for chunk in model._chunks(turn):
-                    self.wfile.write(b"data: " + json.dumps(chunk).encode() + b"\n\n")
-                self.wfile.write(b"data: [DONE]\n\n")
+                for event in model.events(turn):
+                    self.wfile.write(event)
                 self.wfile.flush()
                 self.close_connection = True
+
+            def _json(self, status: int, body: dict[str, Any]) -> None:
+                payload = json.dumps(body).encode()
+                self.send_response(status)
+                self.send_header("content-type", "application/json")
+                self.send_header("content-length", str(len(payload)))
+                self.end_headers()
+                self.wfile.write(payload)
 
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self._server.daemon_threads = True
@@ -124,15 +141,36 @@ class ScriptedModel:
         if self._thread is not None:
             self._thread.join(5)
 
-    def __enter__(self) -> ScriptedModel:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc_info: object) -> None:
         self.stop()
 
-    def _chunks(self, turn: Turn) -> list[dict[str, Any]]:
-        """The reply as OpenAI streams it: a role, text deltas, each tool call's name then its
-        arguments in two pieces, a finish reason, and the usage."""
+
+@dataclass
+class ScriptedModel(_ScriptedServer):
+    """OpenAI's streaming chat completions."""
+
+    PATH: ClassVar[str] = "/v1/chat/completions"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.origin}/v1"
+
+    def tool_results(self) -> list[Message]:
+        """Every distinct ``role: tool`` message the agent sent, in order (each request
+        repeats the conversation, so each result is kept once, by its tool call id)."""
+        seen: dict[str, Message] = {}
+        for request in self.requests:
+            for message in request.get("messages", []):
+                if message.get("role") == "tool":
+                    seen.setdefault(str(message.get("tool_call_id")), message)
+        return list(seen.values())
+
+    def events(self, turn: Turn) -> Iterator[bytes]:
+        """A role, text deltas, each tool call's name then its arguments in two pieces, a
+        finish reason, the usage, then ``[DONE]``."""
         base = {"id": f"chatcmpl-{uuid.uuid4().hex[:12]}", "object": "chat.completion.chunk", "model": self.model_id}
 
         def chunk(delta: dict[str, Any], finish: str | None = None) -> dict[str, Any]:
@@ -140,16 +178,82 @@ class ScriptedModel:
 
         chunks = [chunk({"role": "assistant", "content": ""})]
         if turn.text:
-            middle = len(turn.text) // 2
-            chunks += [chunk({"content": turn.text[:middle]}), chunk({"content": turn.text[middle:]})]
+            chunks += [chunk({"content": piece}) for piece in halves(turn.text)]
         for index, call in enumerate(turn.tool_calls):
-            arguments = json.dumps(call.arguments)
-            cut = len(arguments) // 2
             head = {"index": index, "id": f"call_{uuid.uuid4().hex[:12]}", "type": "function"}
             chunks.append(chunk({"tool_calls": [{**head, "function": {"name": call.name, "arguments": ""}}]}))
-            chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[:cut]}}]}))
-            chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": arguments[cut:]}}]}))
+            for piece in halves(json.dumps(call.arguments)):
+                chunks.append(chunk({"tool_calls": [{"index": index, "function": {"arguments": piece}}]}))
         chunks.append(chunk({}, "tool_calls" if turn.tool_calls else "stop"))
         usage = {"prompt_tokens": 10, "completion_tokens": 10, "total_tokens": 20}
         chunks.append({**base, "created": 0, "choices": [], "usage": usage})
-        return chunks
+        for data in chunks:
+            yield b"data: " + json.dumps(data).encode() + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+
+@dataclass
+class ScriptedAnthropic(_ScriptedServer):
+    """Anthropic's streaming Messages API; its ``origin`` is the ``ANTHROPIC_BASE_URL``.
+
+    A turn streams as ``message_start``, one content block per text and per tool call
+    (``content_block_start``, deltas: ``text_delta`` or the input as ``input_json_delta`` in
+    two pieces, ``content_block_stop``), ``message_delta`` with the stop reason, and
+    ``message_stop``. A token count (``/v1/messages/count_tokens``) is answered with a
+    small number."""
+
+    PATH: ClassVar[str] = "/v1/messages"
+
+    def tool_results(self) -> list[Message]:
+        """Every distinct ``tool_result`` block the agent sent, in order (each request
+        repeats the conversation, so each result is kept once, by its ``tool_use_id``)."""
+        seen: dict[str, Message] = {}
+        for request in self.requests:
+            for message in request.get("messages", []):
+                content = message.get("content")
+                for block in content if isinstance(content, list) else []:
+                    if isinstance(block, dict) and block.get("type") == "tool_result":
+                        seen.setdefault(str(block.get("tool_use_id")), block)
+        return list(seen.values())
+
+    def other(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
+        if path == "/v1/messages/count_tokens":
+            return {"input_tokens": 10}
+        return super().other(path, body)
+
+    def events(self, turn: Turn) -> Iterator[bytes]:
+        def event(name: str, data: dict[str, Any]) -> bytes:
+            return f"event: {name}\ndata: {json.dumps({'type': name, **data})}\n\n".encode()
+
+        usage = {"input_tokens": 10, "output_tokens": 1}
+        message: dict[str, Any] = {
+            "id": f"msg_{uuid.uuid4().hex[:12]}",
+            "type": "message",
+            "role": "assistant",
+            "model": self.model_id,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
+        yield event("message_start", {"message": message})
+        index = 0
+        if turn.text:
+            yield event("content_block_start", {"index": index, "content_block": {"type": "text", "text": ""}})
+            for piece in halves(turn.text):
+                yield event("content_block_delta", {"index": index, "delta": {"type": "text_delta", "text": piece}})
+            yield event("content_block_stop", {"index": index})
+            index += 1
+        for call in turn.tool_calls:
+            block = {"type": "tool_use", "id": f"toolu_{uuid.uuid4().hex[:12]}", "name": call.name, "input": {}}
+            yield event("content_block_start", {"index": index, "content_block": block})
+            for piece in halves(json.dumps(call.arguments)):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                yield event("content_block_delta", {"index": index, "delta": delta})
+            yield event("content_block_stop", {"index": index})
+            index += 1
+        stop = "tool_use" if turn.tool_calls else "end_turn"
+        yield event(
+            "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}
+        )
+        yield event("message_stop", {})

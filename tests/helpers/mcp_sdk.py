@@ -11,6 +11,8 @@ import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 
+from broker.core.tool import DETAILS_META_KEY
+
 # Both protocol eras the SDK speaks: the initialize handshake, and the per-request revision.
 MODES: Final = ("legacy", "2026-07-28")
 
@@ -44,3 +46,11 @@ async def mcp_client(
 
 def text_of(result: Any) -> str:
     return "\n".join(item.text for item in result.content if item.type == "text")
+
+
+def details_of(result: Any) -> Any:
+    """The versioned ``details`` of a ``CallToolResult``: in its ``_meta``, for programs.
+    A result never carries ``structuredContent`` (hosts would hand it to the model in place
+    of the text), which this checks on every result it reads."""
+    assert result.structured_content is None, "a result must not carry structuredContent"
+    return (result.meta or {}).get(DETAILS_META_KEY)

@@ -4,12 +4,13 @@
 ``package-lock.json`` into a cache outside the work tree, keyed by the lockfile's hash, and
 returns the installed ``node_modules``. The first run needs the npm registry; every later
 run (and every test after the first) reuses the cache, so the suite works offline once it
-has run. Install scripts are not run: nothing the tests use needs one, and none gets to
-download a binary.
+has run. Install scripts are not run: none gets to download a binary. (Claude Code's only
+copies its native program out of a platform package the lockfile already installs; the
+tests run that program where it lies, ``tests/helpers/claude_code.py``.)
 
 A missing ``node``/``npm`` or a failed install is a skip (``need``), a failure under
 QBROKER_REQUIRE_ALL=1. ``.ci/run`` fills the cache beforehand with
-``python -m tests.helpers.npm clients/pi``.
+``python -m tests.helpers.npm clients/pi tests/tools/...``.
 
 The cache lives in ``$QBROKER_NPM_CACHE``, else ``$XDG_CACHE_HOME/qbroker/npm``, else
 ``~/.cache/qbroker/npm``. Concurrent test runs take a file lock; an install lands by an

@@ -19,6 +19,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from broker.core.schema import TOOL_INPUT_SCHEMA, trimmed_text_pattern
 from tests.helpers.clients import ScriptedClient
+from tests.helpers.mcp_sdk import details_of, text_of
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
 from tests.helpers.samples import new_sid
 from tests.helpers.waiting import wait_until
@@ -56,10 +57,6 @@ async def mcp_session(live: BrokerProcess, sid: str, *extra: str) -> AsyncIterat
 
 def person(live: BrokerProcess, sid: str) -> Any:
     return ScriptedClient.connect(live.ws_url, sid, token(sid, "client"))
-
-
-def text_of(result: Any) -> str:
-    return "\n".join(item.text for item in result.content if item.type == "text")
 
 
 def walk(schema: Any, path: str = "$") -> Iterator[tuple[str, dict[str, Any]]]:
@@ -153,8 +150,8 @@ async def test_start_waits_for_the_person_and_returns_the_text_and_details(live:
     qid = question["questionnaireId"]
     assert text_of(result).splitlines()[0] == f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=0"
     assert "checks: optionIds=[unit, lint]" in text_of(result)
-    assert result.structured_content["status"] == "completed"
-    assert result.structured_content["answers"][0] == {"questionId": "deploy_target", "selectedOptionIds": ["staging"]}
+    assert details_of(result)["status"] == "completed"
+    assert details_of(result)["answers"][0] == {"questionId": "deploy_target", "selectedOptionIds": ["staging"]}
     assert reports and f"questionnaireId={qid}" in (reports[0][1] or "")
 
 
@@ -169,7 +166,7 @@ async def test_clarification_then_resume_through_the_tool(live: BrokerProcess, s
         assert asked.is_error is False
         qid = question["questionnaireId"]
         assert text_of(asked).startswith(f"QUESTIONNAIRE_NEEDS_CLARIFICATION questionnaireId={qid} revision=1")
-        assert asked.structured_content["clarificationRequest"]["request"] == "What is a release window?"
+        assert details_of(asked)["clarificationRequest"]["request"] == "What is a release window?"
 
         resume = {
             "action": "resume",
@@ -227,7 +224,7 @@ async def test_nobody_connected_is_an_unavailable_result_not_an_error(live: Brok
         result = await asyncio.wait_for(session.call_tool("questionnaire", single), QUICK)
     assert result.is_error is False
     assert text_of(result).startswith("QUESTIONNAIRE_UNAVAILABLE")
-    assert result.structured_content["cancellationReason"] == "ui_unavailable"
+    assert details_of(result)["cancellationReason"] == "ui_unavailable"
 
 
 async def test_client_wait_gives_the_person_longer_than_the_broker_s_wait_to_arrive(

@@ -16,7 +16,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.helpers.clients import person
-from tests.helpers.mcp_sdk import mcp_client, text_of
+from tests.helpers.mcp_sdk import details_of, mcp_client, text_of
 from tests.helpers.nginx import nginx, nginx_binary
 from tests.helpers.processes import BrokerProcess, broker, need, redis_server, token
 from tests.helpers.samples import multi, new_sid, single, start_body
@@ -82,8 +82,8 @@ async def _scenario(lb: str, brokers: list[BrokerProcess], how: signal.Signals) 
 
     assert result.is_error is False
     assert text_of(result).splitlines()[0] == f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=0"
-    assert result.structured_content is not None
-    assert result.structured_content["answers"] == [
+    assert details_of(result) is not None
+    assert details_of(result)["answers"] == [
         {"questionId": "target", "selectedOptionIds": ["production"]},
         {"questionId": "checks", "selectedOptionIds": ["unit", "e2e"]},
     ]

@@ -26,7 +26,7 @@ from mcp.client.stdio import StdioServerParameters, stdio_client
 from broker.core import tool
 from broker.core.schema import TOOL_INPUT_SCHEMA
 from tests.helpers.clients import person
-from tests.helpers.mcp_sdk import MODES, mcp_client, text_of
+from tests.helpers.mcp_sdk import MODES, details_of, mcp_client, text_of
 from tests.helpers.processes import REPO_ROOT, token
 from tests.helpers.protocol import Deployment
 from tests.helpers.samples import multi, resume_body, single, start_body
@@ -135,7 +135,7 @@ async def test_a_call_waits_for_the_person_reports_progress_and_returns_text_and
     text = text_of(result)
     assert text.splitlines()[0] == f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=0"
     assert 'checks: optionIds=[unit] other="smoke"' in text
-    details = result.structured_content
+    details = details_of(result)
     assert details is not None and details["status"] == "completed"
     assert details["answers"] == [
         {"questionId": "target", "selectedOptionIds": ["production"]},
@@ -155,8 +155,8 @@ async def test_clarification_then_resume_through_the_endpoint(mcp_deployment: De
         qid = question["questionnaireId"]
         assert asked.is_error is False
         assert text_of(asked).startswith(f"QUESTIONNAIRE_NEEDS_CLARIFICATION questionnaireId={qid} revision=1")
-        assert asked.structured_content is not None
-        assert asked.structured_content["clarificationRequest"]["request"] == "What does 'when' mean?"
+        assert details_of(asked) is not None
+        assert details_of(asked)["clarificationRequest"]["request"] == "What does 'when' mean?"
 
         resume = resume_body(qid, 1, "The deploy window.")
         call = asyncio.create_task(client.call_tool("questionnaire", resume))
@@ -192,7 +192,7 @@ async def test_a_refused_input_is_a_tool_error_with_the_brokers_message(
     assert result.is_error is True
     assert text_of(result).startswith("questionnaire:")
     assert text_of(result).endswith(f"\n(error code: {code})")
-    assert result.structured_content is None
+    assert details_of(result) is None
 
 
 async def test_another_tool_name_is_a_tool_error(mcp_deployment: Deployment, sid: str) -> None:
@@ -206,7 +206,7 @@ async def test_nobody_connected_is_an_unavailable_result_not_an_error(mcp_deploy
         result = await asyncio.wait_for(client.call_tool("questionnaire", start_body()), QUICK)
     assert result.is_error is False
     assert text_of(result).startswith("QUESTIONNAIRE_UNAVAILABLE")
-    assert result.structured_content is not None and result.structured_content["cancellationReason"] == "ui_unavailable"
+    assert details_of(result) is not None and details_of(result)["cancellationReason"] == "ui_unavailable"
 
 
 async def test_a_repeated_call_re_attaches_while_open_and_asks_again_once_ended(
@@ -280,7 +280,7 @@ async def test_no_answer_or_clarification_text_reaches_the_logs(mcp_deployment: 
         again = await p.wait_for("question", where=lambda f: f["index"] == 1)
         await p.answer(again, ["production"])
         done = await asyncio.wait_for(call, QUICK)
-    assert secrets[1] in text_of(asked) and secrets[0] in json.dumps(done.structured_content)
+    assert secrets[1] in text_of(asked) and secrets[0] in json.dumps(details_of(done))
     logs = mcp_deployment.logs()
     assert qid in logs  # the logs are there, at debug
     for secret in secrets:

@@ -17,7 +17,7 @@ import pytest
 from mcp.shared.exceptions import MCPError
 
 from tests.helpers.clients import person
-from tests.helpers.mcp_sdk import MODES, mcp_client, text_of
+from tests.helpers.mcp_sdk import MODES, details_of, mcp_client, text_of
 from tests.helpers.processes import token
 from tests.helpers.protocol import Deployment
 from tests.helpers.samples import new_sid, start_body
@@ -137,10 +137,7 @@ async def test_a_token_for_more_than_one_session_names_it_in_the_path(
         await p.answer(question, ["staging"])
         result = await asyncio.wait_for(call, QUICK)
     assert text_of(result).startswith("QUESTIONNAIRE_COMPLETED")
-    assert (
-        result.structured_content is not None
-        and result.structured_content["questionnaireId"] == question["questionnaireId"]
-    )
+    assert details_of(result) is not None and details_of(result)["questionnaireId"] == question["questionnaireId"]
 
 
 async def test_the_path_session_must_be_covered_and_well_formed(gated: Deployment, http: httpx.AsyncClient) -> None:

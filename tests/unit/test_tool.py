@@ -27,7 +27,7 @@ def test_the_listing_is_a_fresh_copy_each_time() -> None:
     assert tool.tool_listing()["annotations"]["title"] == tool.TOOL_TITLE
 
 
-def test_a_result_carries_the_text_as_content_and_the_details_as_structured_content() -> None:
+def test_a_result_carries_only_the_text_as_content_and_the_details_in_its_meta() -> None:
     tool_input = parse_tool_input(start_body(single()))
     assert isinstance(tool_input, StartInput)
     state = machine.start("q-1", "s", tool_input.questions, now=1.0)
@@ -38,12 +38,14 @@ def test_a_result_carries_the_text_as_content_and_the_details_as_structured_cont
 
     assert mcp == {
         "content": [{"type": "text", "text": results.result_text(state)}],
-        "structuredContent": results.details(state),
+        "_meta": {"qbroker/details": results.details(state)},
         "isError": False,
     }
     assert mcp["content"][0]["text"].startswith("QUESTIONNAIRE_COMPLETED questionnaireId=q-1 revision=0")
     parsed = types.CallToolResult.model_validate(mcp)
-    assert parsed.structured_content == results.details(state) and parsed.is_error is False
+    # No structuredContent: hosts hand the model that JSON instead of the text.
+    assert parsed.structured_content is None and parsed.is_error is False
+    assert parsed.meta == {tool.DETAILS_META_KEY: results.details(state)}
 
 
 def test_a_refusal_is_a_tool_error_with_the_message_and_the_code_on_its_own_line() -> None:
