@@ -148,6 +148,8 @@ export interface CallOptions {
 	onPending?: (pending: Pending) => void;
 	/** A start's Idempotency-Key (default: a fresh uuid). */
 	idempotencyKey?: string;
+	/** The first request's `wait` (default: the settings'): 0 learns the questionnaire's id at once. */
+	firstWait?: number;
 }
 
 /** A response whose body was read: its status, headers and parsed JSON. */
@@ -176,7 +178,7 @@ export class BrokerClient {
 		try {
 			const headers: Record<string, string> = { "content-type": "application/json" };
 			if (key) headers["idempotency-key"] = key;
-			const sent = await this.send("POST", this.path(), { body: JSON.stringify(input), headers, signal });
+			const sent = await this.send("POST", this.path(), { body: JSON.stringify(input), headers, signal, wait: options.firstWait });
 			let reply = sent.reply;
 			const resumeOf = resumed(input);
 			if (resumeOf && sent.ambiguous && reply.status === 409) {

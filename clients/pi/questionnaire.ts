@@ -24,7 +24,11 @@ import { readFileSync } from "node:fs";
 import type { AgentToolResult, ExtensionAPI, Theme } from "@mariozechner/pi-coding-agent";
 import { Text } from "@mariozechner/pi-tui";
 import type { TSchema } from "typebox";
-import { BrokerClient, ENVIRONMENT, type Pending, settingsFromEnv, type ToolResult } from "./broker.ts";
+import type { Surface } from "./asker.ts";
+import { BrokerClient, BrokerError, ENVIRONMENT, type Pending, settingsFromEnv, type ToolResult } from "./broker.ts";
+import { AskingInPi, askAlone, inHostFromEnv } from "./in_pi.ts";
+import { LocalQuestionnaire, LocalRefusal } from "./local.ts";
+import { piSurface } from "./selector.ts";
 import { callLine, type Line, pendingLine, resultLines } from "./render.ts";
 
 /** `{name, description, inputSchema}`: the definition every qbroker route publishes. */
@@ -52,6 +56,13 @@ interface InFlight {
 
 export default function questionnaire(pi: ExtensionAPI): void {
 	const inFlight = new Set<InFlight>();
+	/** Questionnaires asked in Pi alone (no broker), by id, for their resumes. */
+	const asked = new Map<string, LocalQuestionnaire>();
+	const finishAlone = async (local: LocalQuestionnaire, surface: Surface, signal?: AbortSignal) => {
+		const result = await askAlone(local, surface, signal);
+		if (local.status !== "needs_clarification") asked.delete(local.id);
+		return result;
+	};
 
 	pi.registerTool({
 		name: TOOL.name,
@@ -61,26 +72,63 @@ export default function questionnaire(pi: ExtensionAPI): void {
 		promptGuidelines: PROMPT_GUIDELINES,
 		parameters: TOOL.inputSchema as unknown as TSchema,
 
-		async execute(_toolCallId, params, signal, onUpdate): Promise<AgentToolResult<Record<string, unknown>>> {
+		async execute(_toolCallId, params, signal, onUpdate, ctx): Promise<AgentToolResult<Record<string, unknown>>> {
+			const input = params as Record<string, unknown>;
+			const surface = ctx.hasUI ? piSurface(ctx.ui) : undefined;
+			// A resume of a questionnaire asked in Pi alone: it lives in this process.
+			const alone = input.action === "resume" ? asked.get(String(input.questionnaireId)) : undefined;
+			if (alone && surface) {
+				refusedAsTheBroker(() => alone.resume(input.revision, input.clarificationResponse));
+				return finishAlone(alone, surface, signal);
+			}
 			const client = new BrokerClient(settingsFromEnv(process.env)); // throws (a tool error) when unset
+			const inHost = inHostFromEnv(process.env);
 			const controller = new AbortController();
 			const forward = () => controller.abort(signal?.reason);
 			if (signal?.aborted) forward();
 			else signal?.addEventListener("abort", forward, { once: true });
-			const onPending = (pending: Pending) =>
+
+			// Pi asks too (its own dialogs, as one more qbroker client) once it knows which questionnaire.
+			let inPi: AskingInPi | undefined;
+			const clientToken = inHost.clientToken;
+			const asksInPi = surface !== undefined && inHost.mode !== "off" && clientToken !== undefined;
+			const askInPi = (questionnaireId: string) => {
+				if (!asksInPi || inPi) return;
+				inPi = new AskingInPi(client.settings, { ...inHost, clientToken }, questionnaireId, surface, (message) =>
+					ctx.ui.notify(message, "info"),
+				);
+			};
+			if (typeof input.questionnaireId === "string") askInPi(input.questionnaireId);
+			const onPending = (pending: Pending) => {
+				askInPi(pending.questionnaireId);
 				onUpdate?.({
 					content: [{ type: "text", text: `Waiting for the user (questionnaire ${pending.questionnaireId}, step ${pending.step}).` }],
 					details: { ...pending },
 				});
+			};
 			onUpdate?.({ content: [{ type: "text", text: "Waiting for the user." }], details: {} });
 			const call: InFlight = {
 				controller,
-				done: client.call(params as Record<string, unknown>, { signal: controller.signal, onPending }),
+				done: client.call(input, {
+					signal: controller.signal,
+					onPending,
+					// A start answers 202 at once, so that Pi can show its first step.
+					...(asksInPi && input.action === "start" ? { firstWait: 0 } : {}),
+				}),
 			};
 			inFlight.add(call);
 			try {
 				return await call.done;
+			} catch (error) {
+				// No broker: Pi asks alone rather than leave the person without a way to answer.
+				const unreachable = error instanceof BrokerError && error.code === "unreachable";
+				if (!unreachable || !surface || inHost.mode === "off" || input.action !== "start" || controller.signal.aborted) throw error;
+				inPi?.stop();
+				const local = refusedAsTheBroker(() => LocalQuestionnaire.start(input, (error as Error).message));
+				asked.set(local.id, local);
+				return await finishAlone(local, surface, controller.signal);
 			} finally {
+				inPi?.stop();
 				inFlight.delete(call);
 				signal?.removeEventListener("abort", forward);
 			}
@@ -114,6 +162,16 @@ export default function questionnaire(pi: ExtensionAPI): void {
 		for (const call of calls) call.controller.abort(new Error("pi is shutting down"));
 		await Promise.allSettled(calls.map((call) => call.done));
 	});
+}
+
+/** A rule of the broker's, kept in Pi: refused in the broker's words and code, for the model to fix its call. */
+function refusedAsTheBroker<T>(act: () => T): T {
+	try {
+		return act();
+	} catch (error) {
+		if (error instanceof LocalRefusal) throw new BrokerError(`${error.message} (error code: ${error.code})`, error.code);
+		throw error;
+	}
 }
 
 function paint(theme: Theme, lines: Line[]): string {

@@ -15,6 +15,7 @@ transcript in docs/agents.md.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import re
@@ -22,7 +23,7 @@ import shutil
 import signal
 import subprocess
 import tempfile
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -32,7 +33,7 @@ import pytest
 from clients.mcp.server import tool_json
 from tests.helpers.clients import person
 from tests.helpers.fake_model import Message, ScriptedModel, ToolCall, Turn, text_of
-from tests.helpers.pi import PI_PACKAGE, PiHome, PiRun, PiTerminal, pi_modules
+from tests.helpers.pi import PI_PACKAGE, PiDialogs, PiHome, PiRun, PiTerminal, pi_modules
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, token
 from tests.helpers.protocol import resume_for
 from tests.helpers.samples import new_sid
@@ -413,6 +414,196 @@ async def test_escape_in_pis_tui_aborts_the_questionnaire(
             closed = await someone.wait_for("closed")
         assert (closed["status"], closed.get("reason")) == ("cancelled", "aborted")
         await terminal.wait_for("✗ cancelled · aborted by the agent")
+
+
+# --- asking in Pi: its own dialogs, as one more qbroker client -------------------------
+
+
+def in_pi(live_broker: BrokerProcess, sid: str, **more: str) -> dict[str, str]:
+    """The settings for Pi to ask too: the agent's, and a client token for the session."""
+    return {**connected(live_broker, sid), "client_token": token(sid, "client", sub="pi-user"), **more}
+
+
+def titled(text: str) -> Callable[[dict[str, Any]], bool]:
+    return lambda request: text in str(request.get("title", ""))
+
+
+async def test_answered_in_pis_dialogs_with_a_clarification_asked_from_pi(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """RPC mode, nobody else there (QBROKER_IN_HOST's default, fallback): Pi asks each step
+    through select/input dialogs, the person asks the agent from Pi, the model resumes with
+    the exact id and revision, and the rest is answered in Pi: a single, a multi with Other."""
+    sid = new_sid("pi")
+    with ScriptedModel(release_manager) as model:
+        home = PiHome(tmp, model, modules)
+        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
+        runs.append(run)
+        person_at = PiDialogs(run)
+        first = await person_at.next(where=titled("Question 1 of 2 · Target"))
+        assert "Which environment should this release go to?" in first["title"]
+        assert first["options"][:2] == ["Staging", "Production — Requires an approved release window"]
+        assert "Other…" not in first["options"]  # allowOther: false
+        await person_at.choose(first, "Production")
+        checks = await person_at.next(where=titled("Question 2 of 2 · Pre-flight checks"))
+        assert "(choose 1-3" in checks["title"]
+        await person_at.choose(checks, "[ ] Unit tests")
+        ticked = await person_at.next(where=lambda r: "[x] Unit tests" in r["options"])
+        await person_at.choose(ticked, "Ask the agent…")
+        question = await person_at.next("input")
+        await person_at.respond(question, value=ASKED)
+        # The model explains and resumes; Pi shows the step again with the agent's answer and the tick kept.
+        again = await person_at.next(where=titled(f"The agent: {EXPLAINED}"), timeout=30)
+        assert f"You asked: {ASKED}" in again["title"]
+        assert "[x] Unit tests" in again["options"]
+        await person_at.choose(again, "[ ] End-to-end tests")
+        await person_at.choose(await person_at.next(where=lambda r: "[x] End-to-end tests" in r["options"]), "Other…")
+        await person_at.respond(await person_at.next("input"), value="Manual smoke test")
+        done = await person_at.next(where=lambda r: any(o.startswith("[x] Other") for o in r["options"]))
+        await person_at.choose(done, "Done")
+        await run.wait_for(lambda e: e.get("type") == "agent_end", "the agent's end", timeout=30)
+        await run.terminate(signal.SIGTERM)
+    assert model.errors == []
+    ends = tool_ends(run)
+    assert [e["isError"] for e in ends] == [False, False], run.summary()
+    qid = ends[0]["result"]["details"]["questionnaireId"]
+    starts = [e for e in run.of_type("tool_execution_start") if e.get("toolName") == "questionnaire"]
+    assert starts[1]["args"] == {
+        "action": "resume",
+        "questionnaireId": qid,
+        "revision": 1,
+        "clarificationResponse": EXPLAINED,
+    }
+    final = await broker_result(live_broker, sid, qid)
+    received = [text_of(m) for m in model.tool_results()]
+    assert received[1] == final["content"][0]["text"]  # the broker's result: Pi was a client
+    assert received[1].splitlines()[:4] == [
+        f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=1",
+        "The user answered all 2 question(s). Answers, in question order:",
+        "deploy_target: optionIds=[production]",
+        'checks: optionIds=[unit, e2e] other="Manual smoke test"',
+    ]
+    assert final["details"]["clarifications"][0]["request"] == ASKED
+
+
+async def test_esc_in_pis_dialog_cancels_the_questionnaire(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
+        runs.append(run)
+        person_at = PiDialogs(run)
+        await person_at.respond(await person_at.next(where=titled("Question 1 of 2")), cancelled=True)
+        end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert end["isError"] is False, end
+    text = end["result"]["content"][0]["text"]
+    assert text.startswith("QUESTIONNAIRE_CANCELLED "), text
+    assert "The user cancelled the questionnaire at question 1 of 2." in text
+    assert end["result"]["details"]["cancellationReason"] == "user_cancelled"
+
+
+async def test_a_client_that_answers_first_withdraws_pis_dialog(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """Pi asks (nobody else there); a qbroker client opens later and answers step 1 first:
+    Pi's dialog is withdrawn and step 2 is asked in Pi. Pi's late answer to step 1 changes
+    nothing."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
+        runs.append(run)
+        person_at = PiDialogs(run)
+        in_pis_dialog = await person_at.next(where=titled("Question 1 of 2"))
+        async with person(live_broker.ws_url, sid) as someone:
+            step1 = await someone.wait_for("question")
+            await someone.answer(step1, ["staging"])
+            step2 = await person_at.next(where=titled("Question 2 of 2"))
+            await person_at.choose(in_pis_dialog, "Production")  # late: Pi ignores it, and so would the broker
+            await person_at.choose(step2, "[ ] Lint and types")
+            await person_at.choose(await person_at.next(where=lambda r: "[x] Lint and types" in r["options"]), "Done")
+            closed = await someone.wait_for("closed")
+        end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert closed["status"] == "completed"
+    assert closed["answeredBy"]["client"] == {"kind": "tui", "name": "pi"}
+    assert end["result"]["details"]["answers"] == [
+        {"questionId": "deploy_target", "selectedOptionIds": ["staging"]},
+        {"questionId": "checks", "selectedOptionIds": ["lint"]},
+    ]
+    assert len([r for r in person_at.requests() if "Question 1 of 2" in r["title"]]) == 1
+
+
+async def test_with_another_client_open_pi_waits_and_asks_once_it_leaves(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """QBROKER_IN_HOST=fallback: while a qbroker client has the session open, Pi does not
+    ask; when it goes, Pi asks, so the person is not left without a way to answer."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        async with person(live_broker.ws_url, sid) as someone:
+            run = await home.start(
+                PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True
+            )
+            runs.append(run)
+            await someone.wait_for("question", timeout=30)
+            await asyncio.sleep(3)  # time enough for Pi to have asked, were it going to
+            assert PiDialogs(run).requests() == []
+        person_at = PiDialogs(run)
+        await person_at.choose(await person_at.next(where=titled("Question 1 of 2")), "Staging")
+        await person_at.respond(await person_at.next(where=titled("Question 2 of 2")), cancelled=True)
+        end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert end["result"]["details"]["answers"] == [{"questionId": "deploy_target", "selectedOptionIds": ["staging"]}]
+
+
+async def test_without_a_broker_pi_asks_alone_with_the_seeds_results(
+    modules: Path, tmp: Path, runs: list[PiRun]
+) -> None:
+    """The broker is stopped: the call cannot reach it, and Pi asks in its own dialogs, with
+    the seed's rules and result text; the details say the answers were not brokered."""
+    sid = new_sid("pi")
+    with broker() as stopped:
+        settings = {**in_pi(stopped, sid), "retries": "1"}
+    with ScriptedModel(release_manager) as model:
+        home = PiHome(tmp, model, modules)
+        run = await home.start(PROMPT, env=home.env(**settings), extensions=(home.package(),), rpc=True)
+        runs.append(run)
+        person_at = PiDialogs(run)
+        first = await person_at.next(where=titled("Question 1 of 2"), timeout=60)
+        assert "Answer elsewhere" not in " ".join(first["options"])  # no other client to hand it to
+        await person_at.choose(first, "Staging")
+        checks = await person_at.next(where=titled("Question 2 of 2"))
+        await person_at.choose(checks, "Done")  # nothing ticked: below minSelections
+        refused = await person_at.next(where=titled("Choose at least 1 (0 chosen)."))
+        await person_at.choose(refused, "Ask the agent…")
+        await person_at.respond(await person_at.next("input"), value=ASKED)
+        again = await person_at.next(where=titled(f"The agent: {EXPLAINED}"), timeout=30)
+        await person_at.choose(again, "[ ] Unit tests")
+        await person_at.choose(await person_at.next(where=lambda r: "[x] Unit tests" in r["options"]), "Done")
+        await run.wait_for(lambda e: e.get("type") == "agent_end", "the agent's end", timeout=30)
+        await run.terminate(signal.SIGTERM)
+    ends = tool_ends(run)
+    assert [e["isError"] for e in ends] == [False, False], run.summary()
+    details = ends[1]["result"]["details"]
+    qid = details["questionnaireId"]
+    assert ends[0]["result"]["content"][0]["text"].startswith(
+        f"QUESTIONNAIRE_NEEDS_CLARIFICATION questionnaireId={qid} revision=1\n"
+    )
+    assert ends[1]["result"]["content"][0]["text"].splitlines() == [
+        f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=1",
+        "The user answered all 2 question(s). Answers, in question order:",
+        "deploy_target: optionIds=[staging]",
+        "checks: optionIds=[unit]",
+        "Option ids are the ids you declared; act on them, not on the labels.",
+    ]
+    assert details["brokered"] is False
+    assert "cannot reach the broker" in details["notBrokered"]
+    assert details["status"] == "completed" and details["clarifications"][0]["response"] == EXPLAINED
 
 
 # --- the transcript in docs/agents.md -------------------------------------------------

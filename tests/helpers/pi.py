@@ -79,6 +79,19 @@ class PiHome:
         }
         (self.agent_dir / "models.json").write_text(json.dumps({"providers": {PROVIDER: provider}}, indent=2))
 
+    def package(self) -> Path:
+        """clients/pi as a user has it after ``npm install`` in it (its dependency ``ws``
+        beside it, for Node 20's missing WebSocket): a copy whose ``node_modules`` is the
+        installed lockfile's; returns its extension."""
+        folder = self.tmp / "qbroker-pi"
+        if not folder.exists():
+            folder.mkdir()
+            for source in PI_PACKAGE.iterdir():
+                if source.suffix in (".ts", ".json"):
+                    shutil.copy2(source, folder / source.name)
+            (folder / "node_modules").symlink_to(self.modules, target_is_directory=True)
+        return folder / EXTENSION.name
+
     @property
     def agent_dir(self) -> Path:
         return self.tmp / "agent"
@@ -242,21 +255,63 @@ class PiRun:
         return f"events: {kinds}\nstderr: {self.stderr[-3000:]}"
 
 
+class PiDialogs:
+    """A scripted person at Pi's dialogs in RPC mode: each ``extension_ui_request`` (select,
+    input, confirm) is found on pi's event stream and answered on its stdin, once."""
+
+    def __init__(self, run: PiRun) -> None:
+        self.run = run
+        self.taken: set[str] = set()
+
+    async def next(
+        self, method: str = "select", where: Callable[[Event], bool] = lambda _: True, timeout: float = 30.0
+    ) -> Event:
+        """The first request of ``method`` not taken yet that ``where`` accepts (taking it)."""
+        request = await self.run.wait_for(
+            lambda e: (
+                e.get("type") == "extension_ui_request"
+                and e.get("method") == method
+                and e.get("id") not in self.taken
+                and where(e)
+            ),
+            f"a {method} dialog",
+            timeout,
+        )
+        self.taken.add(str(request["id"]))
+        return request
+
+    async def choose(self, request: Event, starts_with: str) -> str:
+        """Answer a select with its one option that starts with ``starts_with``."""
+        options = [o for o in request["options"] if o.startswith(starts_with)]
+        assert len(options) == 1, f"{starts_with!r} is not one option of {request['options']}"
+        await self.respond(request, value=options[0])
+        return str(options[0])
+
+    async def respond(self, request: Event, **answer: Any) -> None:
+        """``value=...``, ``confirmed=...`` or ``cancelled=True`` (Esc)."""
+        await self.run.send({"type": "extension_ui_response", "id": request["id"], **answer})
+
+    def requests(self, method: str = "select") -> list[Event]:
+        return [e for e in self.run.of_type("extension_ui_request") if e.get("method") == method]
+
+
 class PiTerminal:
     """Interactive pi in a detached 120x40 tmux pane (a ``Terminal``, its server under
     ``home``'s folder, pi's environment its own alone), for what only Pi's TUI shows: the
     tool's renderers, its keys. Its waits are async: the test's broker and model share the loop."""
 
-    def __init__(self, home: PiHome, qbroker: dict[str, str], prompt: str) -> None:
+    def __init__(
+        self, home: PiHome, qbroker: dict[str, str], prompt: str, *, extensions: Sequence[Path] = (EXTENSION,)
+    ) -> None:
         need(shutil.which("tmux") is not None, "tmux is not installed")
         self.terminal = Terminal(home.tmp)
         self.terminal.width, self.terminal.height = 120, 40
-        settings = {**home.env(**qbroker), "TERM": "xterm-256color"}
+        settings = {**home.env(**qbroker), "TERM": "xterm-256color", "COLORTERM": "truecolor"}
         del settings["NO_COLOR"]
-        self.terminal.start([*home.command(), prompt], settings, cwd=home.cwd, inherit_env=False)
+        self.terminal.start([*home.command(extensions=extensions), prompt], settings, cwd=home.cwd, inherit_env=False)
 
-    def screen(self) -> str:
-        return self.terminal.tmux("capture-pane", "-p", "-J", "-t", "main")
+    def screen(self, *, ansi: bool = False) -> str:
+        return self.terminal.tmux("capture-pane", "-p", "-J", *(["-e"] if ansi else []), "-t", "main")
 
     async def wait_for(self, *texts: str, timeout: float = 30.0) -> str:
         """The screen, once it shows every one of ``texts``."""
