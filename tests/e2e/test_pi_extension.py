@@ -31,6 +31,7 @@ import httpx
 import pytest
 
 from clients.mcp.server import tool_json
+from tests.helpers.ansi_png import render_png
 from tests.helpers.clients import person
 from tests.helpers.fake_model import Message, ScriptedModel, ToolCall, Turn, text_of
 from tests.helpers.pi import PI_PACKAGE, PiDialogs, PiHome, PiRun, PiTerminal, pi_modules
@@ -38,7 +39,9 @@ from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port,
 from tests.helpers.protocol import resume_for
 from tests.helpers.samples import new_sid
 
-DOCS_AGENTS = REPO_ROOT / "docs" / "agents.md"
+DOCS = REPO_ROOT / "docs"
+DOCS_AGENTS = DOCS / "agents.md"
+TEXTS_OTHER_TITLE = "Other: your own answer"  # clients/pi/steps.ts's TEXTS.otherTitle
 TRANSCRIPT_START, TRANSCRIPT_END = "<!-- pi-transcript:start -->", "<!-- pi-transcript:end -->"
 
 PROMPT = "Ship the release: ask me where it goes and which checks must pass first."
@@ -604,6 +607,41 @@ async def test_without_a_broker_pi_asks_alone_with_the_seeds_results(
     assert details["brokered"] is False
     assert "cannot reach the broker" in details["notBrokered"]
     assert details["status"] == "completed" and details["clarifications"][0]["response"] == EXPLAINED
+
+
+async def test_answered_in_pis_tui_with_the_keys_alone(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, terminals: list[PiTerminal]
+) -> None:
+    """Interactive pi in a tmux pane: Pi's own selector, answered with keys only (Up/Down,
+    Enter, Space, an Other text). Saves docs/screenshot-pi.png for docs/agents.md."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        terminal = PiTerminal(home, in_pi(live_broker, sid), PROMPT, extensions=(home.package(),))
+        terminals.append(terminal)
+        await terminal.wait_for("Questionnaire · Question 1 of 2 · Target", "→ Staging", "Tab answer elsewhere")
+        terminal.keys("Down", "Down", "Up")
+        await terminal.wait_for("→ Production")
+        terminal.keys("Enter")
+        await terminal.wait_for("Question 2 of 2 · Pre-flight checks", "[ ] Unit tests")
+        terminal.keys("Space", "Down", "Space")
+        await terminal.wait_for("[x] Unit tests", "[x] End-to-end tests")
+        terminal.keys("Down", "Down", "Enter")
+        await terminal.wait_for(TEXTS_OTHER_TITLE)
+        terminal.terminal.type("Manual smoke test")
+        terminal.keys("Enter")
+        await terminal.wait_for('[x] Other: "Manual smoke test"')
+        # The pane's lower half: the call, and Pi's selector under it.
+        ansi = "\n".join(terminal.screen(ansi=True).split("\n")[-25:-4])
+        (DOCS / "screenshot-pi.txt").write_text(ansi, encoding="utf-8")
+        image = render_png(ansi, DOCS / "screenshot-pi.png", title="pi — qbroker's questionnaire", columns=120, rows=21)
+        assert image.size[0] > 600
+        terminal.keys("Down", "Enter")
+        await terminal.wait_for(
+            "✓ completed · 2 of 2 answered",
+            "Target [deploy_target]: Production [production]",
+            'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
+        )
 
 
 # --- the transcript in docs/agents.md -------------------------------------------------

@@ -47,11 +47,11 @@ def _xterm256(n: int) -> tuple[int, int, int]:
     return level, level, level
 
 
-def parse_ansi(text: str) -> list[list[tuple[str, dict[str, Any]]]]:
+def parse_ansi(text: str, rows_shown: int = HEIGHT) -> list[list[tuple[str, dict[str, Any]]]]:
     """Lines of (character, attributes) from ``capture-pane -e`` output (SGR codes only)."""
     rows: list[list[tuple[str, dict[str, Any]]]] = []
     attrs: dict[str, Any] = {}
-    for raw in text.split("\n")[:HEIGHT]:
+    for raw in text.split("\n")[:rows_shown]:
         row: list[tuple[str, dict[str, Any]]] = []
         pos = 0
         while pos < len(raw):
@@ -103,8 +103,9 @@ def _sgr(attrs: dict[str, Any], params: str) -> dict[str, Any]:
     return attrs
 
 
-def render_png(ansi: str, path: Path, *, title: str) -> Any:
-    """Draw the captured screen like a terminal window; CJK and emoji fonts when installed."""
+def render_png(ansi: str, path: Path, *, title: str, columns: int = WIDTH, rows: int = HEIGHT) -> Any:
+    """Draw the captured screen (``columns`` x ``rows``) like a terminal window; CJK and
+    emoji fonts when installed."""
     try:
         from PIL import Image, ImageDraw, ImageFont
     except ImportError:
@@ -131,8 +132,8 @@ def render_png(ansi: str, path: Path, *, title: str) -> Any:
     cell_w = round(regular.getlength("M"))
     cell_h = round(size * 1.4)
     pad, bar = 18, 34
-    width = WIDTH * cell_w + 2 * pad
-    height = HEIGHT * cell_h + 2 * pad + bar
+    width = columns * cell_w + 2 * pad
+    height = rows * cell_h + 2 * pad + bar
     image = Image.new("RGB", (width, height), (0x1E, 0x20, 0x2B))
     draw = ImageDraw.Draw(image)
     # A window frame: title bar with the three familiar dots.
@@ -145,7 +146,7 @@ def render_png(ansi: str, path: Path, *, title: str) -> Any:
     title_w = regular.getlength(title)
     draw.text(((width - title_w) / 2, bar // 2 - size // 2 - 1), title, font=regular, fill=(0x83, 0x8B, 0xA7))
     top = bar + pad
-    for y, row in enumerate(parse_ansi(ansi)):
+    for y, row in enumerate(parse_ansi(ansi, rows)):
         col = 0
         for ch, attrs in row:
             w = max(0, get_cwidth(ch))
