@@ -540,6 +540,54 @@ async def test_a_client_that_answers_first_withdraws_pis_dialog(
     assert len([r for r in person_at.requests() if "Question 1 of 2" in r["title"]]) == 1
 
 
+async def test_answer_elsewhere_hands_the_questionnaire_to_the_other_clients(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """The person hands off from Pi: Pi's dialog closes and Pi leaves the session; the call
+    keeps waiting, and a qbroker client that opens then answers it."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
+        runs.append(run)
+        person_at = PiDialogs(run)
+        await person_at.choose(await person_at.next(where=titled("Question 1 of 2")), "Answer elsewhere")
+        async with person(live_broker.ws_url, sid) as someone:
+            await someone.answer(await someone.wait_for("question"), ["staging"])
+            await asyncio.sleep(1)
+            assert [r for r in person_at.requests() if "Question 2 of 2" in r["title"]] == []  # Pi asks no more
+            await someone.answer(await someone.wait_for("question", where=lambda f: f["index"] == 1), ["unit"])
+            await someone.wait_for("closed")
+        end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert end["result"]["details"]["status"] == "completed"
+    notes = [r["message"] for r in person_at.requests("notify")]
+    assert any("handed off" in note for note in notes), notes
+
+
+async def test_an_agent_token_is_no_client_token(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """QBROKER_CLIENT_TOKEN set to the agent's token: the websocket refuses it, Pi says so
+    once, and the person answers in a qbroker client."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        settings = {**connected(live_broker, sid), "client_token": token(sid, "agent")}
+        run = await home.start(PROMPT, env=home.env(**settings), extensions=(home.package(),), rpc=True)
+        runs.append(run)
+        person_at = PiDialogs(run)
+        refusal = await person_at.next("notify")
+        assert "refused the client token" in refusal["message"], refusal
+        async with person(live_broker.ws_url, sid) as someone:
+            await someone.cancel(await someone.wait_for("question"))
+            await someone.wait_for("closed")
+        end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert end["result"]["details"]["cancellationReason"] == "user_cancelled"
+    assert person_at.requests() == []
+
+
 async def test_with_another_client_open_pi_waits_and_asks_once_it_leaves(
     modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
 ) -> None:
@@ -642,6 +690,20 @@ async def test_answered_in_pis_tui_with_the_keys_alone(
             "Target [deploy_target]: Production [production]",
             'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
         )
+
+
+async def test_escape_in_pis_selector_cancels_the_questionnaire_as_the_person(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, terminals: list[PiTerminal]
+) -> None:
+    """With Pi's selector open, Escape is the person's cancel (the seed's), not Pi's abort."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        terminal = PiTerminal(home, in_pi(live_broker, sid), PROMPT, extensions=(home.package(),))
+        terminals.append(terminal)
+        await terminal.wait_for("Questionnaire · Question 1 of 2 · Target")
+        terminal.keys("Escape")
+        await terminal.wait_for("✗ cancelled · the user cancelled")
 
 
 # --- the transcript in docs/agents.md -------------------------------------------------
