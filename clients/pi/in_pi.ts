@@ -16,6 +16,7 @@ import { BrokerError } from "./broker.ts";
 import { Asker, type Channel, type Surface } from "./asker.ts";
 import { LocalQuestionnaire, LocalRefusal } from "./local.ts";
 import { Presence, SessionSocket, socketUrl } from "./socket.ts";
+import type { QuestionFrame } from "./steps.ts";
 
 export type InHostMode = "fallback" | "race" | "off";
 export const IN_HOST_MODES: readonly InHostMode[] = ["fallback", "race", "off"];
@@ -59,6 +60,8 @@ export class AskingInPi {
 		surface: Surface,
 		/** a reason Pi cannot ask (a refused token, ...) or that it handed off: said once in Pi */
 		say: (message: string) => void,
+		/** each step the session's clients are shown, Pi asking or not */
+		onQuestion: (frame: QuestionFrame) => void = () => {},
 	) {
 		const channel: Channel = { send: (command, extra) => this.socket.send(command, extra) };
 		this.asker = new Asker(questionnaireId, channel, surface, {
@@ -69,7 +72,10 @@ export class AskingInPi {
 		const session = `/v1/sessions/${encodeURIComponent(settings.session)}/ws`;
 		this.socket = new SessionSocket(
 			{ ...options, url: socketUrl(settings.url, session) },
-			(frame) => this.asker.onFrame(frame),
+			(frame) => {
+				if (frame.type === "question" && frame.questionnaireId === questionnaireId) onQuestion(frame as unknown as QuestionFrame);
+				this.asker.onFrame(frame);
+			},
 			(reason) => {
 				say(`questionnaire: Pi cannot ask here (${reason}); answer in a qbroker client`);
 				this.stop();

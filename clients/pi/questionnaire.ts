@@ -92,25 +92,33 @@ export default function questionnaire(pi: ExtensionAPI): void {
 			if (signal?.aborted) forward();
 			else signal?.addEventListener("abort", forward, { once: true });
 
+			onUpdate?.({ content: [{ type: "text", text: "Waiting for the user." }], details: {} });
+			const waiting = (pending: Pending & { index?: number; total?: number }) =>
+				onUpdate?.({
+					content: [{ type: "text", text: `Waiting for the user (questionnaire ${pending.questionnaireId}, step ${pending.step}).` }],
+					details: { ...pending },
+				});
+
 			// Pi asks too (its own dialogs, as one more qbroker client) once it knows which questionnaire.
 			let inPi: AskingInPi | undefined;
 			const clientToken = inHost.clientToken;
 			const asksInPi = surface !== undefined && inHost.mode !== "off" && clientToken !== undefined;
 			const askInPi = (questionnaireId: string) => {
 				if (!asksInPi || inPi) return;
-				inPi = new AskingInPi(client.settings, { ...inHost, clientToken }, questionnaireId, surface, (message) =>
-					ctx.ui.notify(message, "info"),
+				inPi = new AskingInPi(
+					client.settings,
+					{ ...inHost, clientToken },
+					questionnaireId,
+					surface,
+					(message) => ctx.ui.notify(message, "info"),
+					(frame) => waiting({ status: "pending", questionnaireId, revision: frame.revision, step: frame.step, index: frame.index, total: frame.total }),
 				);
 			};
 			if (typeof input.questionnaireId === "string") askInPi(input.questionnaireId);
 			const onPending = (pending: Pending) => {
 				askInPi(pending.questionnaireId);
-				onUpdate?.({
-					content: [{ type: "text", text: `Waiting for the user (questionnaire ${pending.questionnaireId}, step ${pending.step}).` }],
-					details: { ...pending },
-				});
+				if (!inPi) waiting(pending); // else the socket's frames say more: which question
 			};
-			onUpdate?.({ content: [{ type: "text", text: "Waiting for the user." }], details: {} });
 			const call: InFlight = {
 				controller,
 				done: client.call(input, {

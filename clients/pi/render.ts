@@ -141,7 +141,12 @@ export function callLine(args: unknown): Line {
 
 /** While the call waits: where the person is. */
 export function pendingLine(details: unknown): Line {
-	const step = (details as { step?: unknown } | undefined)?.step;
-	const suffix = typeof step === "number" ? ` (step ${step})` : "";
+	const { step, index, total } = (details ?? {}) as { step?: unknown; index?: unknown; total?: unknown };
+	const suffix =
+		typeof index === "number" && typeof total === "number"
+			? ` (question ${index + 1} of ${total})`
+			: typeof step === "number"
+				? ` (step ${step})`
+				: "";
 	return [{ text: `… waiting for the user to answer${suffix}`, tone: "muted" }];
 }

@@ -97,5 +97,8 @@ test("while waiting, the step is shown", () => {
 	assert.deepEqual(plain([pendingLine({ status: "pending", questionnaireId: "q", revision: 0, step: 2 })]), [
 		"… waiting for the user to answer (step 2)",
 	]);
+	assert.deepEqual(plain([pendingLine({ status: "pending", questionnaireId: "q", revision: 0, step: 3, index: 1, total: 2 })]), [
+		"… waiting for the user to answer (question 2 of 2)",
+	]);
 	assert.deepEqual(plain([pendingLine(undefined)]), ["… waiting for the user to answer"]);
 });
