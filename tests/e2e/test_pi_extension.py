@@ -540,6 +540,31 @@ async def test_a_client_that_answers_first_withdraws_pis_dialog(
     assert len([r for r in person_at.requests() if "Question 1 of 2" in r["title"]]) == 1
 
 
+async def test_a_broker_that_stops_mid_questionnaire_leaves_it_to_pi_alone(
+    modules: Path, tmp: Path, runs: list[PiRun]
+) -> None:
+    """Pi shows step 1 as a client of the broker; the broker stops: the call cannot reach it
+    any more, and Pi asks the questionnaire again, alone, so the person can still answer."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model, broker() as going:
+        home = PiHome(tmp, model, modules)
+        settings = {**in_pi(going, sid), "retries": "1"}
+        run = await home.start(PROMPT, env=home.env(**settings), extensions=(home.package(),), rpc=True)
+        runs.append(run)
+        person_at = PiDialogs(run)
+        brokered = await person_at.next(where=titled("Question 1 of 2"))
+        assert any(o.startswith("Answer elsewhere") for o in brokered["options"])
+        going.stop()
+        alone = await person_at.next(where=titled("Question 1 of 2"), timeout=60)
+        assert not any(o.startswith("Answer elsewhere") for o in alone["options"])
+        await person_at.respond(alone, cancelled=True)
+        end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert end["isError"] is False, end
+    assert end["result"]["content"][0]["text"].startswith("QUESTIONNAIRE_CANCELLED ")
+    assert end["result"]["details"]["brokered"] is False
+
+
 async def test_answer_elsewhere_hands_the_questionnaire_to_the_other_clients(
     modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
 ) -> None:
