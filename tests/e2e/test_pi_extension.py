@@ -637,6 +637,48 @@ async def test_with_another_client_open_pi_waits_and_asks_once_it_leaves(
     assert end["result"]["details"]["answers"] == [{"questionId": "deploy_target", "selectedOptionIds": ["staging"]}]
 
 
+@pytest.mark.parametrize("mode", ["race", "off"])
+async def test_in_host_race_always_asks_and_off_never(
+    mode: str, modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    """A qbroker client has the session open from the start: with ``race`` Pi asks beside
+    it, with ``off`` Pi leaves the questionnaire to it (as before the setting existed)."""
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        async with person(live_broker.ws_url, sid) as someone:
+            env = home.env(**in_pi(live_broker, sid, in_host=mode))
+            run = await home.start(PROMPT, env=env, extensions=(home.package(),), rpc=True)
+            runs.append(run)
+            person_at = PiDialogs(run)
+            question = await someone.wait_for("question", timeout=30)
+            if mode == "race":
+                await person_at.next(where=titled("Question 1 of 2"))
+            else:
+                await asyncio.sleep(3)  # time enough for Pi to have asked, were it going to
+                assert person_at.requests() == []
+            await someone.cancel(question)
+            await someone.wait_for("closed")
+        end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
+        await run.terminate(signal.SIGTERM)
+    assert end["result"]["details"]["cancellationReason"] == "user_cancelled"
+
+
+async def test_an_unknown_in_host_word_is_a_tool_error_naming_the_words(
+    modules: Path, live_broker: BrokerProcess, tmp: Path, runs: list[PiRun]
+) -> None:
+    sid = new_sid("pi")
+    with ScriptedModel(only_start) as model:
+        home = PiHome(tmp, model, modules)
+        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid, in_host="always")))
+        runs.append(run)
+        await run.finish()
+    ends = tool_ends(run)
+    assert len(ends) == 1 and ends[0]["isError"] is True, run.summary()
+    message = ends[0]["result"]["content"][0]["text"]
+    assert "QBROKER_IN_HOST must be one of fallback, race, off" in message, message
+
+
 async def test_without_a_broker_pi_asks_alone_with_the_seeds_results(
     modules: Path, tmp: Path, runs: list[PiRun]
 ) -> None:
