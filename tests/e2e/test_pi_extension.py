@@ -527,6 +527,11 @@ async def test_a_client_that_answers_first_withdraws_pis_dialog(
             step2 = await person_at.next(where=titled("Question 2 of 2"))
             await person_at.choose(in_pis_dialog, "Production")  # late: Pi ignores it, and so would the broker
             await person_at.choose(step2, "[ ] Lint and types")
+            # Pi's tick is the session's draft: the other client sees it as it happens.
+            drafted = await someone.wait_for(
+                "question", where=lambda f: bool((f["draft"] or {}).get("selectedOptionIds"))
+            )
+            assert drafted["draft"] == {"selectedOptionIds": ["lint"]}
             await person_at.choose(await person_at.next(where=lambda r: "[x] Lint and types" in r["options"]), "Done")
             closed = await someone.wait_for("closed")
         end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
