@@ -1,8 +1,8 @@
 """deploy/nginx.conf run by a real nginx in front of real brokers, for the load-balancer tests.
 
 The config is deploy/nginx.conf itself with only what must change on a test machine
-rewritten: the upstream host names become the brokers' 127.0.0.1 ports (fewer brokers than
-the file names: the extra ``server`` lines go), the listen address becomes
+rewritten: the upstream's one ``server broker:8700`` line (every compose broker answers to
+that name) becomes one line per broker's 127.0.0.1 port, the listen address becomes
 127.0.0.1:<free port>, and temp paths move into a temporary directory. ``nginx -t`` checks
 it before nginx serves it.
 """
@@ -22,7 +22,7 @@ from tests.helpers.processes import REPO_ROOT, free_port, need, port_open
 from tests.helpers.waiting import wait_until
 
 DEPLOY_CONF = REPO_ROOT / "deploy" / "nginx.conf"
-UPSTREAM = re.compile(r"^(\s*server )broker-(\d+):8700\b([^\n]*\n)", re.MULTILINE)
+UPSTREAM = re.compile(r"^(\s*server )broker:8700\b([^\n]*\n)", re.MULTILINE)
 
 
 def nginx_binary() -> str | None:
@@ -31,17 +31,11 @@ def nginx_binary() -> str | None:
 
 def local_conf(text: str, broker_ports: list[int], listen_port: int, tmp: Path) -> str:
     """deploy/nginx.conf for this machine: same directives, local addresses and temp paths."""
-    names = [int(n) for _, n, _ in UPSTREAM.findall(text)]
-    assert names == list(range(1, len(names) + 1)), f"upstream servers broker-1..N expected, got {names}"
-    assert 1 <= len(broker_ports) <= len(names), f"{len(broker_ports)} brokers for {len(names)} upstream servers"
-
-    def local(match: re.Match[str]) -> str:
-        number = int(match.group(2))
-        if number > len(broker_ports):
-            return ""
-        return f"{match.group(1)}127.0.0.1:{broker_ports[number - 1]}{match.group(3)}"
-
-    text = UPSTREAM.sub(local, text)
+    (upstream,) = UPSTREAM.findall(text)
+    assert broker_ports, "no brokers"
+    prefix, rest = upstream
+    servers = "".join(f"{prefix}127.0.0.1:{port}{rest}" for port in broker_ports)
+    text = UPSTREAM.sub(lambda _: servers, text)
     assert text.count("listen 8080;") == 1
     text = text.replace("listen 8080;", f"listen 127.0.0.1:{listen_port};")
     temp = "".join(

@@ -54,27 +54,43 @@ def _settings_the_broker_reads() -> set[str]:
 # --- docker-compose.yml ---------------------------------------------------------------
 
 
-def test_compose_runs_redis_three_brokers_and_nginx() -> None:
+def test_compose_runs_redis_two_brokers_and_nginx() -> None:
     services = _compose()["services"]
-    assert set(services) == {"redis", "broker-1", "broker-2", "broker-3", "nginx"}
+    assert set(services) == {"redis", "broker", "nginx"}
+    assert services["broker"]["deploy"]["replicas"] == 2
 
 
-def test_compose_brokers_share_the_secret_and_redis_and_build_the_image() -> None:
-    services = _compose()["services"]
-    brokers = [services[f"broker-{n}"] for n in (1, 2, 3)]
-    assert all(b == brokers[0] for b in brokers)
-    env = brokers[0]["environment"]
+def _default_of(variable: str) -> str:
+    """The default of a compose ``${NAME:-default}`` (the image names are variables)."""
+    match = re.fullmatch(r"\$\{\w+:-([^}]+)\}", variable)
+    assert match, variable
+    return match.group(1)
+
+
+def test_compose_brokers_share_the_secret_and_the_password_protected_redis() -> None:
+    broker = _compose()["services"]["broker"]
+    env = broker["environment"]
     assert env["QBROKER_SECRET"].startswith("${QBROKER_SECRET:?")  # required, never a default
-    assert env["QBROKER_REDIS_URL"] == "redis://redis:6379/0"
-    assert brokers[0]["build"]["dockerfile"] == "deploy/Dockerfile"
-    assert brokers[0]["depends_on"]["redis"]["condition"] == "service_healthy"
-    assert _seconds(brokers[0]["stop_grace_period"]) > float(env["QBROKER_SHUTDOWN_GRACE"])
+    assert env["QBROKER_REDIS_URL"] == "redis://:${QBROKER_REDIS_PASSWORD}@redis:6379/0"
+    assert broker["build"]["dockerfile"] == "deploy/Dockerfile"
+    assert _default_of(broker["image"]) == "qbroker:0.1.0"
+    assert broker["depends_on"]["redis"]["condition"] == "service_healthy"
+    assert _seconds(broker["stop_grace_period"]) > float(env["QBROKER_SHUTDOWN_GRACE"])
 
 
-def test_compose_redis_is_7_with_aof_fsynced_every_second_and_no_eviction() -> None:
+def test_compose_brokers_are_read_only_with_their_data_dir_on_a_tmpfs() -> None:
+    broker = _compose()["services"]["broker"]
+    assert broker["read_only"] is True
+    data_dir = broker["environment"]["QBROKER_DATA_DIR"]
+    assert any(data_dir.startswith(mount.rstrip("/") + "/") for mount in broker["tmpfs"]), broker["tmpfs"]
+
+
+def test_compose_redis_is_7_password_protected_with_aof_fsynced_every_second_and_no_eviction() -> None:
     redis = _compose()["services"]["redis"]
-    assert re.match(r"redis:7", redis["image"])
+    assert re.match(r"redis:7", _default_of(redis["image"]))
+    assert redis["environment"]["QBROKER_REDIS_PASSWORD"].startswith("${QBROKER_REDIS_PASSWORD:?")
     command = " ".join(redis["command"])
+    assert '--requirepass "$$QBROKER_REDIS_PASSWORD"' in command
     assert "--appendonly yes" in command
     assert "--appendfsync everysec" in command
     assert "--maxmemory-policy noeviction" in command
@@ -85,20 +101,19 @@ def test_compose_nginx_uses_deploy_nginx_conf_and_publishes_its_listen_port() ->
     nginx = _compose()["services"]["nginx"]
     assert "./deploy/nginx.conf:/etc/nginx/nginx.conf:ro" in nginx["volumes"]
     (published,) = nginx["ports"]
-    host, host_port, container_port = published.split(":")
+    published = re.sub(r"\$\{\w+:-(\d+)\}", r"\1", published)
+    host, _host_port, container_port = published.split(":")  # (the host port is a variable)
     assert host == "127.0.0.1"
     assert re.search(rf"^\s*listen {container_port};", _nginx(), re.MULTILINE)
-    assert set(nginx["depends_on"]) == {"broker-1", "broker-2", "broker-3"}
+    assert set(nginx["depends_on"]) == {"broker"}
 
 
 # --- deploy/nginx.conf ----------------------------------------------------------------
 
 
-def test_nginx_balances_over_every_compose_broker_on_the_broker_port() -> None:
+def test_nginx_balances_over_the_compose_brokers_name_on_the_broker_port() -> None:
     servers = re.findall(r"^\s*server ([\w.-]+):(\d+)\b", _nginx(), re.MULTILINE)
-    brokers = sorted(name for name in _compose()["services"] if name.startswith("broker-"))
-    assert sorted(name for name, _ in servers) == brokers
-    assert {int(port) for _, port in servers} == {PORT}
+    assert servers == [("broker", str(PORT))]  # the name every replica of the service answers to
 
 
 def test_nginx_needs_no_sticky_sessions_and_upgrades_websockets() -> None:
@@ -120,14 +135,15 @@ def test_nginx_outwaits_the_longest_long_poll() -> None:
 # --- deploy/Dockerfile ----------------------------------------------------------------
 
 
-def test_dockerfile_is_slim_non_root_health_checked_and_serves_on_all_interfaces() -> None:
+def test_dockerfile_takes_its_base_runs_non_root_health_checked_and_serves_on_all_interfaces() -> None:
     text = (DEPLOY / "Dockerfile").read_text()
-    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE)[-1] == "python:3.11-slim"
+    assert re.search(r"^ARG BASE=python:3\.11-slim$", text, re.MULTILINE)
+    assert re.findall(r"^FROM (\S+)", text, re.MULTILINE) == ["${BASE}", "${BASE}"]
     (user,) = re.findall(r"^USER (\S+)", text, re.MULTILINE)
     assert user.split(":")[0] not in ("root", "0")
     assert re.search(rf"^EXPOSE {PORT}$", text, re.MULTILINE)
-    healthcheck = text[text.index("HEALTHCHECK") :].split("\n\n")[0]
-    assert "python" in healthcheck and "/healthz" in healthcheck and "curl" not in healthcheck
+    healthcheck = text[text.index("\nHEALTHCHECK ") :].split("\n\n")[0]
+    assert "python" in healthcheck and "/readyz" in healthcheck and "curl" not in healthcheck
     assert 'ENTRYPOINT ["qbroker"]' in text
     assert 'CMD ["serve", "--host", "0.0.0.0"]' in text
 
@@ -205,7 +221,7 @@ def test_k8s_service_pdb_and_hpa_select_the_deployment_pods() -> None:
 @pytest.mark.parametrize("where", ["compose", "k8s"])
 def test_every_qbroker_setting_used_is_one_the_broker_reads(where: str) -> None:
     if where == "compose":
-        names = set(_compose()["services"]["broker-1"]["environment"])
+        names = set(_compose()["services"]["broker"]["environment"])
     else:
         objects = _k8s()
         names = set(objects["ConfigMap"]["data"]) | set(objects["Secret"]["stringData"])
