@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
     warning = weak_secret(secret)
     if warning:
         print(f"qbroker serve: warning: {warning}", file=sys.stderr, flush=True)
-    if generated and config.redis_url:
+    if generated and (config.redis_url or config.redis_sentinels):
         print(
             "qbroker serve: warning: no QBROKER_SECRET with a Redis store: this broker signs with"
             f" the secret in {config.secret_file}, and brokers with another data dir refuse its"
@@ -160,6 +160,9 @@ def tune_gc() -> None:
 def _banner(config: Config, generated: bool) -> None:
     base = f"http://{'127.0.0.1' if config.host in ('0.0.0.0', '::') else config.host}:{config.port}"
     store = f"redis ({_redacted(config.redis_url)})" if config.redis_url else "memory (embedded, one process)"
+    if config.redis_sentinels:
+        sentinels = ",".join(f"{host}:{port}" for host, port in config.redis_sentinels)
+        store = f"redis (master {config.redis_sentinel_master!r} of the sentinels {sentinels})"
     lines = [f"qbroker listening on {base}  store: {store}"]
     if generated:
         assert config.secret is not None

@@ -131,6 +131,20 @@ def _looks_like_vapid_key(key: str) -> bool:
         return False
 
 
+def _sentinels(env: dict[str, str]) -> tuple[tuple[str, int], ...]:
+    """QBROKER_REDIS_SENTINELS: ``host:port,host:port`` (``[v6]:port`` too)."""
+    pairs: list[tuple[str, int]] = []
+    for item in filter(None, (part.strip() for part in env.get("QBROKER_REDIS_SENTINELS", "").split(","))):
+        host, colon, port = item.rpartition(":")
+        host = host.removeprefix("[").removesuffix("]")
+        if not colon or not host or not port.isdigit() or not 1 <= int(port) <= 65535:
+            raise SystemExit(
+                f"qbroker: QBROKER_REDIS_SENTINELS must be host:port pairs separated by commas, got {item!r}"
+            )
+        pairs.append((host, int(port)))
+    return tuple(pairs)
+
+
 def _flag(env: dict[str, str], name: str) -> bool:
     raw = env.get(name, "").strip().lower()
     if raw in ("", "0", "false", "no", "off"):
@@ -153,6 +167,12 @@ class Config:
     redis_wait_replicas: int = 0
     redis_wait_aof: bool = False
     redis_wait_timeout: float = 2.0
+    # Redis behind Sentinel (instead of redis_url): the sentinels, the master's name there, the
+    # password of the master and replicas and that of the sentinels (docs/deploy.md).
+    redis_sentinels: tuple[tuple[str, int], ...] = ()
+    redis_sentinel_master: str = "mymaster"
+    redis_password: str | None = field(default=None, repr=False)
+    redis_sentinel_password: str | None = field(default=None, repr=False)
     client_wait: float = 5.0
     reconnect_grace: float = 30.0
     retention: float = 7 * 24 * 3600.0
@@ -223,6 +243,10 @@ class Config:
             redis_wait_replicas=int(_float(e, "QBROKER_REDIS_WAIT_REPLICAS", cls.redis_wait_replicas)),
             redis_wait_aof=_flag(e, "QBROKER_REDIS_WAIT_AOF"),
             redis_wait_timeout=_float(e, "QBROKER_REDIS_WAIT_TIMEOUT", cls.redis_wait_timeout),
+            redis_sentinels=_sentinels(e),
+            redis_sentinel_master=e.get("QBROKER_REDIS_SENTINEL_MASTER", "").strip() or cls.redis_sentinel_master,
+            redis_password=e.get("QBROKER_REDIS_PASSWORD") or None,
+            redis_sentinel_password=e.get("QBROKER_REDIS_SENTINEL_PASSWORD") or None,
             client_wait=_float(e, "QBROKER_CLIENT_WAIT", cls.client_wait),
             reconnect_grace=_float(e, "QBROKER_RECONNECT_GRACE", cls.reconnect_grace),
             retention=_float(e, "QBROKER_RETENTION", cls.retention),
@@ -278,6 +302,7 @@ class Config:
             database = urlsplit(self.redis_url).path.strip("/")
             if database and not database.isdigit():  # (redis-py would use database 0 instead)
                 raise SystemExit(f"qbroker: the Redis URL's database must be a number, got {database!r}")
+        self._check_sentinels()
         if self.log_level not in LOG_LEVELS:
             raise SystemExit(
                 f"qbroker: QBROKER_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"
@@ -312,6 +337,23 @@ class Config:
         if self.public_url is not None:
             return self.public_url
         return f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '::') else self.host}:{self.port}"
+
+    def _check_sentinels(self) -> None:
+        """Sentinels replace the Redis URL; their passwords mean nothing without them."""
+        if self.redis_sentinels and self.redis_url is not None:
+            raise SystemExit("qbroker: set QBROKER_REDIS_URL or QBROKER_REDIS_SENTINELS, not both")
+        if self.redis_sentinels and self.redis_cluster:
+            raise SystemExit("qbroker: a Redis Cluster is not reached through QBROKER_REDIS_SENTINELS")
+        if not self.redis_sentinels:
+            for name, given in (
+                ("QBROKER_REDIS_PASSWORD", self.redis_password),
+                ("QBROKER_REDIS_SENTINEL_PASSWORD", self.redis_sentinel_password),
+            ):
+                if given is not None:
+                    raise SystemExit(
+                        f"qbroker: {name} is for QBROKER_REDIS_SENTINELS (with QBROKER_REDIS_URL,"
+                        " the password goes in the URL: redis://:password@host:6379/0)"
+                    )
 
     def _check_identity_provider(self) -> None:
         """The JWKS settings go together: without an issuer and an audience, any token the

@@ -14,16 +14,27 @@ def open_store(
     wait_replicas: int = 0,
     wait_aof: bool = False,
     wait_timeout: float = 2.0,
+    sentinels: tuple[tuple[str, int], ...] = (),
+    sentinel_master: str = "mymaster",
+    password: str | None = None,
+    sentinel_password: str | None = None,
 ) -> Store:
-    """The memory store without ``redis_url``; else Redis (a Redis Cluster with ``cluster``)."""
-    if redis_url is None:
+    """The memory store without ``redis_url`` or ``sentinels``; else Redis: a Redis Cluster
+    with ``cluster``, the master ``sentinels`` know as ``sentinel_master`` with them (its
+    ``password``; ``sentinel_password`` for the sentinels)."""
+    if redis_url is None and not sentinels:
         if cluster or wait_replicas or wait_aof:
             raise ValueError("the Redis settings (cluster, WAIT/WAITAOF) need a Redis URL")
         return MemoryStore(retention)
-    from broker.store.redis import RedisStore
+    from broker.store.redis import RedisStore, SentinelTarget
 
+    if sentinels and redis_url is not None:
+        raise ValueError("a Redis URL or sentinels, not both")
+    target = (
+        redis_url if redis_url is not None else SentinelTarget(sentinels, sentinel_master, password, sentinel_password)
+    )
     store: Store = RedisStore(
-        redis_url,
+        target,
         retention,
         cluster=cluster,
         wait_replicas=wait_replicas,

@@ -130,3 +130,83 @@ def test_the_defaults_are_the_documented_ones() -> None:
     assert (config.heartbeat_interval, config.reconcile_interval, config.shutdown_grace) == (5.0, 2.0, 10.0)
     assert (config.log_level, config.log_format) == ("info", "auto")
     assert agent_api.DEFAULT_WAIT == 30.0
+
+
+# --- Redis behind Sentinel ---------------------------------------------------------------
+
+
+def test_sentinel_settings_come_from_the_environment() -> None:
+    config = Config.from_env(
+        {
+            "QBROKER_REDIS_SENTINELS": "10.0.0.1:26379, sentinel-b:26380,[::1]:26381",
+            "QBROKER_REDIS_SENTINEL_MASTER": "qbroker",
+            "QBROKER_REDIS_PASSWORD": "data-secret",
+            "QBROKER_REDIS_SENTINEL_PASSWORD": "sentinel-secret",
+            "QBROKER_REDIS_WAIT_REPLICAS": "1",
+        }
+    )
+    assert config.redis_sentinels == (("10.0.0.1", 26379), ("sentinel-b", 26380), ("::1", 26381))
+    assert (config.redis_sentinel_master, config.redis_password) == ("qbroker", "data-secret")
+    assert config.redis_sentinel_password == "sentinel-secret"
+    assert config.redis_url is None and config.redis_wait_replicas == 1
+    assert "data-secret" not in repr(config) and "sentinel-secret" not in repr(config)  # (nor in anything printing it)
+
+
+def test_the_sentinel_master_name_defaults_to_sentinels_own_default() -> None:
+    config = Config.from_env({"QBROKER_REDIS_SENTINELS": "127.0.0.1:26379"})
+    assert config.redis_sentinel_master == "mymaster"
+    assert (config.redis_password, config.redis_sentinel_password) == (None, None)
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        (
+            {"QBROKER_REDIS_SENTINELS": "127.0.0.1"},
+            "qbroker: QBROKER_REDIS_SENTINELS must be host:port pairs separated by commas, got '127.0.0.1'",
+        ),
+        ({"QBROKER_REDIS_SENTINELS": "a:1,b:port"}, "QBROKER_REDIS_SENTINELS must be host:port pairs"),
+        ({"QBROKER_REDIS_SENTINELS": ":26379"}, "got ':26379'"),
+        ({"QBROKER_REDIS_SENTINELS": "a:70000"}, "got 'a:70000'"),
+        (
+            {"QBROKER_REDIS_SENTINELS": "a:26379", "QBROKER_REDIS_URL": "redis://a:6379/0"},
+            "qbroker: set QBROKER_REDIS_URL or QBROKER_REDIS_SENTINELS, not both",
+        ),
+        (
+            {"QBROKER_REDIS_SENTINELS": "a:26379", "QBROKER_REDIS_CLUSTER": "1"},
+            "a Redis Cluster is not reached through QBROKER_REDIS_SENTINELS",
+        ),
+        (
+            {"QBROKER_REDIS_URL": "redis://a:6379/0", "QBROKER_REDIS_PASSWORD": "x"},
+            "QBROKER_REDIS_PASSWORD is for QBROKER_REDIS_SENTINELS (with QBROKER_REDIS_URL, the password goes in the URL",
+        ),
+        ({"QBROKER_REDIS_SENTINEL_PASSWORD": "x"}, "QBROKER_REDIS_SENTINEL_PASSWORD is for QBROKER_REDIS_SENTINELS"),
+    ],
+)
+def test_a_bad_sentinel_setting_stops_the_broker_in_one_line(env: dict[str, str], says: str) -> None:
+    with pytest.raises(SystemExit, match=re.escape(says)) as stopped:
+        Config.from_env(env)
+    assert "\n" not in str(stopped.value)
+
+
+def test_sentinels_make_a_redis_store_that_asks_them_for_the_master() -> None:
+    from redis.asyncio import Redis
+    from redis.asyncio.sentinel import SentinelConnectionPool
+
+    from broker.store.redis import RedisStore
+
+    store = open_store(
+        None, 60.0, sentinels=(("127.0.0.1", 1),), sentinel_master="m", password="pw", sentinel_password="spw"
+    )
+    assert isinstance(store, RedisStore)
+    client = store._client
+    assert isinstance(client, Redis)
+    pool = client.connection_pool
+    assert isinstance(pool, SentinelConnectionPool) and pool.service_name == "m"
+    assert pool.connection_kwargs["password"] == "pw"
+    assert store.eager_safe is False  # (every call goes through redis-py, which times its reads in a task)
+
+
+def test_a_redis_url_and_sentinels_together_are_refused() -> None:
+    with pytest.raises(ValueError, match="not both"):
+        open_store("redis://127.0.0.1:1/0", 60.0, sentinels=(("127.0.0.1", 1),))

@@ -5,6 +5,7 @@
 - ``scripts/``: the Lua scripts, one per write or read, each one round trip and atomic;
 - ``commands.py``: running them (our own wire, or redis-py), and WAIT/WAITAOF after writes;
 - ``connections.py``: the redis-py client, its timeouts, and which failures are a 503;
+- ``sentinel.py``: the client of a master that Redis Sentinel knows (and fails over);
 - ``notices.py``: a write's notice as it travels, and the states of our own writes;
 - ``subscriptions.py``: the sessions this process follows, and what their notices mean;
 - ``routing.py``: which notice connection carries a channel (one per cluster primary);
@@ -15,6 +16,7 @@ from __future__ import annotations
 
 from broker.store.redis.connections import POOL_SIZE, POOL_WAIT
 from broker.store.redis.keys import channel_for
+from broker.store.redis.sentinel import SentinelTarget
 from broker.store.redis.store import RedisStore
 
-__all__ = ["POOL_SIZE", "POOL_WAIT", "RedisStore", "channel_for"]
+__all__ = ["POOL_SIZE", "POOL_WAIT", "RedisStore", "SentinelTarget", "channel_for"]

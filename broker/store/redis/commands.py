@@ -16,13 +16,15 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
+from redis.asyncio.sentinel import Sentinel
 from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 from redis.typing import EncodableT
 
 from broker.speedups.redis_wire import RedisWire
 from broker.store.base import StoreUnavailable
-from broker.store.redis.connections import COMMAND_TIMEOUT, CONNECT_TIMEOUT, open_client
+from broker.store.redis.connections import COMMAND_TIMEOUT, CONNECT_TIMEOUT, open_client, socket_options
+from broker.store.redis.sentinel import SentinelTarget, close_sentinels, open_master_client
 
 logger = logging.getLogger(__name__)
 
@@ -33,11 +35,12 @@ def ms(seconds: float) -> int:
 
 class Commands:
     """The store's command connection: our own wire where it can serve, else redis-py's
-    ``client`` (made from ``url`` when not given); ``wait_*``: the module doc."""
+    ``client`` (made from ``url`` when not given: a URL, or the sentinels to ask for the
+    master); ``wait_*``: the module doc."""
 
     def __init__(
         self,
-        url: str,
+        url: str | SentinelTarget,
         *,
         client: Redis | RedisCluster | None,
         cluster: bool,
@@ -54,9 +57,15 @@ class Commands:
         # (redis_wire) where it can stand in for redis-py: one Redis, a plain redis:// URL,
         # no WAIT after writes (that pipeline must run on the connection that wrote).
         self.wire: RedisWire | None = None
-        if client is None and not cluster and not (wait_replicas or wait_aof):
-            self.wire = RedisWire.from_url(url, connect_timeout=CONNECT_TIMEOUT, timeout=COMMAND_TIMEOUT)
-        if client is None:
+        self._sentinel: Sentinel | None = None
+        if isinstance(url, SentinelTarget):
+            if cluster:
+                raise ValueError("a Redis Cluster is not reached through Sentinel")
+            if client is None:  # (redis-py asks the sentinels for the master: no wire of our own)
+                client, self._sentinel = open_master_client(url, socket_options(unix=False))
+        elif client is None:
+            if not cluster and not (wait_replicas or wait_aof):
+                self.wire = RedisWire.from_url(url, connect_timeout=CONNECT_TIMEOUT, timeout=COMMAND_TIMEOUT)
             client = open_client(url, cluster)
         if isinstance(client, RedisCluster):
             kwargs = client.get_connection_kwargs()
@@ -135,3 +144,5 @@ class Commands:
             await self.wire.aclose()
         if self._owns_client:
             await self.client.aclose()
+        if self._sentinel is not None:
+            await close_sentinels(self._sentinel)

@@ -48,14 +48,20 @@ class reachable:  # used as ``with reachable("load"):``, like a function
             raise StoreUnavailable(f"redis store: {self.what} failed: {type(exc).__name__}: {exc}") from exc
 
 
+def socket_options(unix: bool) -> dict[str, Any]:
+    """The timeouts (and keepalive) of every connection to Redis."""
+    options: dict[str, Any] = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": COMMAND_TIMEOUT}
+    if not unix:  # (redis-py's Unix socket connection takes no keepalive)
+        options["socket_keepalive"] = True
+    return options
+
+
 def open_client(url: str, cluster: bool) -> Redis | RedisCluster:
     """The redis-py client of ``url``: a Redis Cluster's (``url`` names any node), or one
     Redis's, on a blocking pool of connections that pack commands in C."""
     # One quick retry: the scripts are safe to repeat, and a broker should answer
     # 503 soon rather than hang while Redis is away.
-    options: dict[str, Any] = {"socket_connect_timeout": CONNECT_TIMEOUT, "socket_timeout": COMMAND_TIMEOUT}
-    if not url.startswith("unix://"):  # (redis-py's Unix socket connection takes no keepalive)
-        options["socket_keepalive"] = True
+    options = socket_options(url.startswith("unix://"))
     if cluster:
         # A cluster needs a few attempts: MOVED and a failover are retried by redis-py.
         return RedisCluster.from_url(url, retry=Retry(ExponentialBackoff(cap=0.5, base=0.05), 3), **options)

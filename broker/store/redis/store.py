@@ -74,6 +74,7 @@ from broker.store.redis.scripts import (
     REVOKE,
     write_script,
 )
+from broker.store.redis.sentinel import SentinelTarget
 from broker.store.redis.subscriptions import Subscriptions
 
 logger = logging.getLogger(__name__)
@@ -91,12 +92,13 @@ class RedisStore(Store):
     then leaves closing it to the caller). ``sharded=True`` publishes and subscribes with
     SPUBLISH/SSUBSCRIBE (Redis 7) on the one endpoint. ``cluster=True`` talks to a Redis
     Cluster (``url`` names any node) with redis-py's ``RedisCluster`` and sharded pub/sub,
-    one notice connection per primary. ``wait_replicas``/``wait_aof``: commands.py.
+    one notice connection per primary. ``url`` may instead be the sentinels that know the
+    master (sentinel.py). ``wait_replicas``/``wait_aof``: commands.py.
     """
 
     def __init__(
         self,
-        url: str,
+        url: str | SentinelTarget,
         retention: float,
         *,
         client: Redis | RedisCluster | None = None,
