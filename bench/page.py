@@ -13,7 +13,7 @@ import time
 from typing import Any
 
 from load_runs import PACE, LoadResult
-from table import TARGETS, render
+from table import STORES, TARGETS, render
 
 RECORDED = "## The run recorded here"
 MEANING = "## What the numbers mean"
@@ -280,11 +280,11 @@ def plain(results: dict[str, Any]) -> dict[str, Any]:
     """The run's results as JSON can hold them: the floors, the settings, and per store the
     figures of each run."""
     out: dict[str, Any] = {"floors": results["floors"], "settings": results["settings"]}
-    for store in ("memory", "redis"):
+    for store in STORES:
         suite = results.get(store)
         if not suite:
             continue
-        entry: dict[str, Any] = {"memory": suite["memory"]}
+        entry: dict[str, Any] = {"memory": suite.get("memory")}
         entry["latency_rounds"] = [
             {
                 "echo": r["echo"],

@@ -103,24 +103,47 @@ def stop(process: subprocess.Popen[Any] | None, timeout: float = 15.0) -> None:
 
 
 @contextlib.contextmanager
-def redis_server() -> Iterator[str | None]:
+def redis_server(replica: bool = False) -> Iterator[str | None]:
+    """A redis-server of our own (its URL; None without redis-server), with ``replica``
+    a replica of it beside it, in sync before the URL is given (for WAIT 1)."""
     binary = shutil.which("redis-server")
     if binary is None:
         yield None
         return
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="qbroker-bench-redis-") as tmp:
-        process = subprocess.Popen(
-            [binary, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--dir", tmp],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        started: list[subprocess.Popen[bytes]] = []
         try:
-            if not wait_port(port, 10):
-                raise RuntimeError("redis-server did not start")
+            for extra in ([], ["--replicaof", "127.0.0.1", str(port)])[: 2 if replica else 1]:
+                own = port if not extra else free_port()
+                started.append(
+                    subprocess.Popen(
+                        [binary, "--port", str(own), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"]
+                        + ["--dir", tmp, "--dbfilename", f"dump-{own}.rdb", *extra],
+                        stdout=subprocess.DEVNULL,
+                        stderr=subprocess.DEVNULL,
+                    )
+                )
+                if not wait_port(own, 10):
+                    raise RuntimeError("redis-server did not start")
+            if replica and not _replica_online(port, 30):
+                raise RuntimeError("the replica did not come in sync")
             yield f"redis://127.0.0.1:{port}/0"
         finally:
-            stop(process)
+            for process in reversed(started):
+                stop(process)
+
+
+def _replica_online(port: int, timeout: float) -> bool:
+    import redis
+
+    deadline = time.monotonic() + timeout
+    with redis.Redis(port=port) as client:
+        while time.monotonic() < deadline:
+            if "online" in str(client.info("replication").get("slave0", {})):
+                return True
+            time.sleep(0.1)
+    return False
 
 
 @dataclass
@@ -144,10 +167,15 @@ class Broker:
 
 @contextlib.contextmanager
 def brokers(
-    count: int, redis_url: str | None, wrap: Callable[[int], list[str]] | None = None, ready_within: float = 30
+    count: int,
+    redis_url: str | None,
+    wrap: Callable[[int], list[str]] | None = None,
+    ready_within: float = 30,
+    settings: dict[str, str] | None = None,
 ) -> Iterator[list[Broker]]:
     """``count`` brokers (sharing ``redis_url``, or one on the memory store); ``wrap(i)`` is
-    a command the i-th broker runs under (a profiler), ``[]`` for none."""
+    a command the i-th broker runs under (a profiler), ``[]`` for none; ``settings``: more
+    QBROKER_* variables."""
     started: list[Broker] = []
     with tempfile.TemporaryDirectory(prefix="qbroker-bench-") as tmp:
         try:
@@ -163,6 +191,7 @@ def brokers(
                 )
                 if redis_url:
                     env["QBROKER_REDIS_URL"] = redis_url
+                env.update(settings or {})
                 log = Path(tmp) / f"broker-{i}.log"
                 with open(log, "wb") as out:
                     process = subprocess.Popen(

@@ -1,6 +1,7 @@
 """qbroker's benchmark: one run, floors and qbroker side by side, on this machine.
 
     python bench/run.py [--quick] [--record docs/benchmarks.md [--note TEXT]] [--profile DIR] [--no-redis]
+                        [--redis-wait-replicas]
 
 Measures, in one run:
 
@@ -17,6 +18,10 @@ Measures, in one run:
   it); resident memory per idle connected client with 10,000 clients (broker RSS delta,
   clients spread over several processes), beside the same figure for a bare websockets
   server.
+
+With ``--redis-wait-replicas`` the redis-server gets a replica, and the Redis runs are made
+twice, side by side: as always, then with ``QBROKER_REDIS_WAIT_REPLICAS=1`` (each commit
+then waits for ``WAIT 1``: what acknowledging only replicated answers costs).
 
 It prints a table with each figure, its ratio to the floor and its target, and a
 note wherever the load generator (or the machine as a whole), not the broker, limited a
@@ -37,7 +42,7 @@ from inbox_page import kept_inbox
 from page import markdown
 from procs import describe_machine, machine_busy, raise_nofile, redis_server, steal_share
 from suites import Settings, measure_floors, runs, say, store_suite
-from table import build_rows, render
+from table import REDIS_WAIT, STORES, build_rows, render
 
 
 def main() -> int:
@@ -64,12 +69,7 @@ def main() -> int:
         # (bench/inbox.py's section of the page, if it has one, is kept as it is)
         args.record.write_text(markdown(results, rows, args.note, args.quick, duration) + kept_inbox(args.record))
         say(f"recorded in {args.record}")
-    bad = sum(
-        run.report["verify_errors"]
-        for store in ("memory", "redis")
-        if (suite := results.get(store))
-        for run in runs(suite)
-    )
+    bad = sum(run.report["verify_errors"] for store in STORES if (suite := results.get(store)) for run in runs(suite))
     return 1 if bad else 0
 
 
@@ -84,6 +84,11 @@ def _parser() -> argparse.ArgumentParser:
         help="py-spy raw profiles of the brokers during the throughput runs, into this directory",
     )
     parser.add_argument("--no-redis", action="store_true", help="skip the Redis runs")
+    parser.add_argument(
+        "--redis-wait-replicas",
+        action="store_true",
+        help="give Redis a replica and run the Redis suite again with QBROKER_REDIS_WAIT_REPLICAS=1, side by side",
+    )
     parser.add_argument("--note", default="", help="a remark recorded with the run (e.g. that the machine was busy)")
     parser.add_argument("--clients", type=int, default=None, help="idle clients for the memory figure (default 10000)")
     parser.add_argument("--bot-processes", type=int, default=2, help="load-generator processes (default 2)")
@@ -107,7 +112,7 @@ def _settings(args: argparse.Namespace) -> Settings:
 
 def _measure_stores(results: dict[str, Any], settings: Settings, args: argparse.Namespace) -> None:
     """The Redis GET floor, then each store's suite (Redis's only if redis-server is here)."""
-    with redis_server() as redis_url:
+    with redis_server(replica=args.redis_wait_replicas) as redis_url:
         if redis_url:
             say("floor: redis-py round trip")
             results["floors"]["redis"] = redis_floor(redis_url, settings.echo_n)
@@ -115,6 +120,9 @@ def _measure_stores(results: dict[str, Any], settings: Settings, args: argparse.
         if redis_url and not args.no_redis:
             try:
                 results["redis"] = store_suite("redis", redis_url, settings, args.profile)
+                if args.redis_wait_replicas:  # the same runs, each commit then WAIT 1 (no idle figure)
+                    wait = {"QBROKER_REDIS_WAIT_REPLICAS": "1"}
+                    results[REDIS_WAIT] = store_suite(REDIS_WAIT, redis_url, settings, args.profile, wait, idle=False)
             except Exception as exc:  # the memory figures still count
                 say(f"redis runs failed: {exc}")
 

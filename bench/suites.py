@@ -49,10 +49,20 @@ def measure_floors(settings: Settings) -> dict[str, Any]:
     return floors
 
 
-def store_suite(name: str, redis_url: str | None, settings: Settings, profile_dir: Path | None) -> dict[str, Any]:
+def store_suite(
+    name: str,
+    redis_url: str | None,
+    settings: Settings,
+    profile_dir: Path | None,
+    broker_settings: dict[str, str] | None = None,
+    idle: bool = True,
+) -> dict[str, Any]:
+    """One store's runs; ``broker_settings``: more QBROKER_* variables for its brokers;
+    ``idle``: also the memory per idle client (a long run that a setting of the commit
+    path does not change)."""
     count = 2 if redis_url else 1
     out: dict[str, Any] = {}
-    with brokers(count, redis_url) as procs:
+    with brokers(count, redis_url, settings=broker_settings) as procs:
         urls = [b.url for b in procs]
         pids = [b.pid for b in procs]
         out["latency_rounds"] = _latency_rounds(name, urls, pids, redis_url, settings)
@@ -66,6 +76,8 @@ def store_suite(name: str, redis_url: str | None, settings: Settings, profile_di
             for p in profiler:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(60)
+    if not idle:
+        return out
     # A fresh broker (the client-side one on Redis) for memory: no leftovers from the load.
     with brokers(1, redis_url) as procs:
         say(f"{name}: {settings.clients} idle clients over {settings.client_processes} processes")

@@ -100,3 +100,21 @@ def test_a_ratio_just_over_its_target_prints_two_decimals_and_misses() -> None:
     text = table.render(rows, markdown=False).splitlines()
     assert text[0].split() == ["figure", "store", "value", "x", "floor", "target", "note"]
     assert len(text) == len(rows) + 1
+
+
+def test_the_wait_1_runs_get_rows_of_their_own_beside_redis_and_no_idle_figure() -> None:
+    rounds = [{"echo": _floor(0.1, 0.2), "write_echo": _floor(0.2, 0.3), "run": _run(0.3, 0.5), "steal": 0.0}]
+    runs = {
+        "latency_rounds": rounds,
+        "latency_paced": _run(0.4, 1.0),
+        "tp100": _run(0.2, 0.3),
+        "tp1000": _run(0.2, 0.3),
+        "tp100_python": _floor(4.0, 4.5),
+        "tp1000_python": _floor(4.1, 4.6),
+    }
+    idle = {"memory": {"clients": 100, "failed": 0, "kib_per_client": 11.0}}
+    floors = {"ws_echo": _floor(0.1, 0.2)}
+    rows = table.build_rows({"floors": floors, "redis": {**runs, **idle}, table.REDIS_WAIT: runs})
+    stores = [row[1] for row in rows]
+    assert stores.count("redis") == stores.count(table.REDIS_WAIT) + 1  # the same figures, but the idle one
+    assert not any(row[1] == table.REDIS_WAIT and row[0].startswith("RSS") for row in rows)
