@@ -267,3 +267,4 @@ def test_the_k8s_pod_runs_under_podman_kube_play(project: Project, built: Images
             podman("kube", "down", str(files / "deployment.yaml"), check=False)
             podman("pod", "rm", "--force", pod, check=False)
             podman("secret", "rm", secret_name, check=False)
+            podman("network", "rm", "podman-default-kube-network", check=False)  # (kube play's; unless in use)
