@@ -46,11 +46,11 @@ LOAD_SESSIONS = int(os.environ.get("QBROKER_CONTAINER_SESSIONS", "300"))
 LOAD_SECONDS = 30
 RESTART_AFTER = 8.0  # seconds into the load
 # What a broker restarting under load may cost the bots: its websockets closed with 1012 as
-# it drains, reconnects refused while it is down, and the odd agent call that nginx had just
-# sent on a kept-alive connection the draining broker closed (nginx answers 502 and, rightly,
-# does not repeat a POST elsewhere: the bots repeat it under its Idempotency-Key). Never an
-# answer, never "unavailable".
-RESTART_TOLERATED = ("close_1012", "connect_error", "closed_by_broker", "http_502_")
+# it drains, reconnects refused while it is down, and the odd agent call that reached the
+# draining broker (503 shutting_down: refused, nothing done) or that nginx had just sent on a
+# kept-alive connection the broker closed (502). nginx, rightly, repeats no POST elsewhere by
+# itself; the bots repeat it under its Idempotency-Key. Never an answer, never "unavailable".
+RESTART_TOLERATED = ("close_1012", "connect_error", "closed_by_broker", "http_502_", "http_503_shutting_down")
 
 
 @pytest.fixture(scope="module")

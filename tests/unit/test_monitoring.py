@@ -1,6 +1,6 @@
 """deploy/monitoring: the Prometheus alert rules pass their own unit tests under ``promtool
 test rules`` (Debian's prometheus package), and every metric the rules and the Grafana
-dashboard ask for is one the broker exports (broker/metrics.py), so that a renamed metric
+dashboard ask for is one the broker exports (broker/runtime/metrics.py), so that a renamed metric
 cannot leave a panel blank or an alert silent."""
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from typing import Any
 import pytest
 import yaml
 
-from broker.metrics import Metrics
+from broker.runtime.metrics import Metrics
 from tests.helpers.processes import need
 
 MONITORING = Path(__file__).resolve().parents[2] / "deploy" / "monitoring"
