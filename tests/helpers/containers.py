@@ -132,8 +132,14 @@ def debian_image(name: str, base: str) -> str:
 
 
 def broker_image(base: str) -> str:
-    """qbroker's image from deploy/Dockerfile on ``base``, from this tree's code."""
-    return build(BROKER_IMAGE, REPO_ROOT / "deploy" / "Dockerfile", REPO_ROOT, BASE=base)
+    """qbroker's image from deploy/Dockerfile on ``base``, from this tree's code; the one it
+    replaces is removed (with its layers no other image uses), so runs do not pile up."""
+    before = podman("image", "inspect", "--format", "{{.Id}}", BROKER_IMAGE, check=False).stdout.strip()
+    build(BROKER_IMAGE, REPO_ROOT / "deploy" / "Dockerfile", REPO_ROOT, BASE=base)
+    after = podman("image", "inspect", "--format", "{{.Id}}", BROKER_IMAGE).stdout.strip()
+    if before and before != after:
+        podman("rmi", before, check=False)
+    return BROKER_IMAGE
 
 
 @dataclass(frozen=True)
