@@ -40,12 +40,12 @@ APT_SOURCES = Path("/etc/apt/sources.list.d/debian.sources")
 MACHINE_CAS = Path("/usr/local/share/ca-certificates")
 CONTAINERFILES = REPO_ROOT / "tests" / "containers"
 BROKER_IMAGE = "localhost/qbroker-test:latest"
-PROGRAMS = ("podman", "mmdebstrap", "podman-compose")
+PROGRAMS = ("podman", "runc", "mmdebstrap", "podman-compose")
 BUILD_TIMEOUT = 900.0  # a cold base and a cold dependency layer, on a loaded machine
 
 
 def need_podman() -> None:
-    """Skip (or fail under QBROKER_REQUIRE_ALL=1) without podman, mmdebstrap and podman-compose."""
+    """Skip (or fail under QBROKER_REQUIRE_ALL=1) without podman, runc, mmdebstrap and podman-compose."""
     missing = [program for program in PROGRAMS if shutil.which(program) is None]
     need(not missing, f"{', '.join(missing)} not installed (apt-get install podman runc mmdebstrap podman-compose)")
 
