@@ -177,6 +177,9 @@ def test_the_mixed_load_through_nginx_survives_a_broker_restart(project: Project
             # 202), exits, and podman starts it again.
             podman("restart", "--time", "20", project.container("broker", 2), timeout=60)
             _wait_until_both_brokers_are_ready(project)
+            # It drained and exited by itself, well within the grace (not killed at its end).
+            logged = podman("logs", project.container("broker", 2)).stderr
+            assert "Application shutdown complete." in logged and "Traceback" not in logged, logged[-3000:]
             bots.wait(LOAD_SECONDS + 90)
         finally:
             if bots.poll() is None:
