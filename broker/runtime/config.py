@@ -336,6 +336,11 @@ class Config:
         """Where people open the web page: QBROKER_PUBLIC_URL, else this broker's own address."""
         if self.public_url is not None:
             return self.public_url
+        return self.own_url()
+
+    def own_url(self) -> str:
+        """This broker's address from its own host (QBROKER_HOST and QBROKER_PORT; a wildcard
+        host is reached on the loopback address)."""
         return f"http://{'127.0.0.1' if self.host in ('0.0.0.0', '::') else self.host}:{self.port}"
 
     def _check_sentinels(self) -> None:

@@ -6,8 +6,9 @@ dir's secret file, as ``qbroker serve`` finds it). ``--json`` prints ``{"token",
 "exp"}`` (``exp`` null for ``--ttl never``), so a script can keep the id it may revoke.
 
 ``qbroker token revoke [--url URL] (--jti ID | --sub NAME) [--exp UNIX]`` calls ``POST
-/v1/revocations`` on the broker at ``--url`` (default ``QBROKER_URL``; its base URL, a
-trailing ``/v1`` is taken off) with an admin token: ``--token``/``QBROKER_TOKEN`` when it
+/v1/revocations`` on the broker at ``--url`` (default ``QBROKER_URL``, else the broker on
+this host, where ``qbroker serve`` listens by ``QBROKER_HOST``/``QBROKER_PORT``; its base
+URL, a trailing ``/v1`` is taken off) with an admin token: ``--token``/``QBROKER_TOKEN`` when it
 holds one, else one minted for the call (valid a minute, held by ``--by``, by default
 ``qbroker-cli:<user>@<host>``, so that the broker's log says who revoked) from the secret
 when this command has it; any other token is sent as it is (the broker then says why it
@@ -76,7 +77,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     revoke.add_argument(
         "--url",
         default=None,
-        help="the broker's base URL, as in http://127.0.0.1:8700 (default: $QBROKER_URL; a trailing /v1 is taken off)",
+        help="the broker's base URL, as in http://127.0.0.1:8700 (default: $QBROKER_URL, else the broker on this"
+        " host at $QBROKER_HOST:$QBROKER_PORT, as `qbroker serve` would listen; a trailing /v1 is taken off)",
     )
     which = revoke.add_mutually_exclusive_group(required=True)
     which.add_argument("--jti", help="the id of the token to revoke (qbroker token --json prints it)")
@@ -146,9 +148,7 @@ def run(args: argparse.Namespace) -> int:
 def run_revoke(args: argparse.Namespace) -> int:
     import httpx
 
-    base = args.url or os.environ.get("QBROKER_URL") or ""
-    if not base.strip():
-        args._revoke_parser.error("no broker URL: give --url URL or set QBROKER_URL (the broker's base URL)")
+    base = args.url or os.environ.get("QBROKER_URL") or _own_broker_url()
     if args.by is not None and (problem := sub_problem(args.by)) is not None:
         args._revoke_parser.error(f"--by: {problem.replace('sub must', 'it must')}")
     token = _admin_token(args)
@@ -193,6 +193,16 @@ def _admin_token(args: argparse.Namespace) -> str | None:
     if secret:
         return mint_token(secret, "*", "admin", REVOKE_TOKEN_TTL, sub=args.by or default_revoker())
     return given
+
+
+def _own_broker_url() -> str:
+    """Where ``qbroker serve`` on this host listens, by the same settings it reads."""
+    from broker.config import Config
+
+    try:
+        return Config.from_env().own_url()
+    except (SystemExit, ValueError):  # a setting serve would refuse too: the documented default
+        return f"http://127.0.0.1:{Config.port}"
 
 
 def default_revoker() -> str:

@@ -11,6 +11,7 @@ import sys
 import tempfile
 import time
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import jwt
@@ -18,7 +19,7 @@ import pytest
 
 from broker.core.revocations import LONGEST_LIFETIME
 from tests.helpers.clients import close_code, hello, person, raw_socket
-from tests.helpers.processes import REPO_ROOT, broker_env, token
+from tests.helpers.processes import REPO_ROOT, broker_env, free_port, token
 from tests.helpers.protocol import Agent, Deployment, error, tool_result
 from tests.helpers.samples import new_sid, single
 from tests.helpers.waiting import eventually
@@ -284,13 +285,22 @@ async def test_token_revoke_takes_the_url_from_qbroker_url_and_the_api_root_too(
         jti = jti_of(token(sid, "agent"))
         run = qbroker("token", "revoke", "--url", f"{deployment.agent_url}/v1", "--jti", jti, env=env)
         assert run.returncode == 0 and json.loads(run.stdout)["jti"] == jti, run.stderr
-        run = qbroker("token", "revoke", "--jti", "x", env=env)
+
+
+async def test_token_revoke_defaults_to_the_broker_on_its_own_host(deployment: Deployment, sid: str) -> None:
+    """No --url and no QBROKER_URL: the broker this host's QBROKER_HOST/QBROKER_PORT name."""
+    port = urlsplit(deployment.agent_url).port
+    with tempfile.TemporaryDirectory() as data_dir:
+        env = broker_env(data_dir)
+        env.pop("QBROKER_URL", None)
+        env["QBROKER_HOST"], env["QBROKER_PORT"] = "0.0.0.0", str(port)  # a wildcard: reached on 127.0.0.1
+        jti = jti_of(token(sid, "agent"))
+        run = qbroker("token", "revoke", "--jti", jti, env=env)
+        assert run.returncode == 0 and json.loads(run.stdout)["jti"] == jti, run.stderr
+        env["QBROKER_HOST"], env["QBROKER_PORT"] = "127.0.0.1", str(free_port())  # nobody listens there
+        run = qbroker("token", "revoke", "--jti", jti, env=env)
     assert run.returncode == 1 and run.stdout == ""
-    usage, said = run.stderr.splitlines()
-    assert usage.startswith("usage: qbroker token revoke [--url URL] (--jti ID | --sub NAME)"), usage
-    assert (
-        said == "qbroker token revoke: error: no broker URL: give --url URL or set QBROKER_URL (the broker's base URL)"
-    )
+    assert f"cannot reach http://127.0.0.1:{env['QBROKER_PORT']}/v1/revocations" in run.stderr, run.stderr
 
 
 def test_token_revoke_help_names_qbroker_url_under_a_usage_of_its_own() -> None:
