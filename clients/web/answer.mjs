@@ -106,7 +106,7 @@ export class Answer {
   /** Why the typed Other text cannot be the answer to a single question, or "". */
   otherProblem() {
     const text = this.otherText.trim();
-    if (!text) return "Type an answer first, or press Escape to close.";
+    if (!text) return "Type your answer first, or pick one of the options.";
     if (charCount(text) > OTHER_MAX) return "Please shorten your answer to " + OTHER_MAX + " characters.";
     return "";
   }

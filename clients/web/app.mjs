@@ -13,6 +13,7 @@
  *     secret-shapes.mjs  what a secret looks like (the broker's rules, in JavaScript)
  *     messages.mjs       what the page says about error codes and ended questionnaires
  *     reconnect.mjs      what a close means, and the backoff
+ *     refusals.mjs       what the page says when the broker turns its token away
  *     link.mjs           the link in the URL fragment, what it opens, the websockets' URLs
  *     inbox.mjs          the inbox's list, its order and count, the next one to offer
  *     text.mjs           counting characters as the broker does, phrasing
@@ -21,6 +22,7 @@
  *   in the browser:
  *     connection.mjs     the websocket: handshake, pings, reconnecting
  *     view.mjs           the screens and the top bar
+ *     refusal-view.mjs   the screen for a refused token (the session page's and the inbox's)
  *     inbox-page.mjs     the page as the inbox; inbox-view.mjs its screen
  *     token-memory.mjs   the token remembered in this browser, when the person asks
  *     question-view.mjs  the question card; parts.mjs what it shares with the wait
@@ -78,6 +80,7 @@ const actions = {
     apply(model.loading());
     if (connection) connection.restart();
   },
+  forget: () => forget(),
 };
 
 const view = createView(actions, (title) => (inbox ? inbox.title(title) : title));
@@ -137,18 +140,20 @@ function stopSession() {
   secretDialog.close();
 }
 
-function startSession(session, token) {
+/** `origin`: {remembered, signedIn}, where the token came from (for what a refusal says). */
+function startSession(session, token, origin) {
   stopSession();
   apply(model.loading());
   connection = createConnection({
     url: websocketUrl(session, window.location.href),
     token,
+    signedIn: origin.signedIn,
     onStatus,
     onFrame: (frame) => {
       apply(model.receive(frame, now(), view.otherFocused()));
       if (inbox) inbox.sessionFrame(frame);
     },
-    onClose: (code, reason) => apply(model.disconnected(code, reason)),
+    onClose: (code, reason) => apply(model.disconnected(code, reason, origin)),
     onUnreadable: () => toast({ kind: "error", title: "Unreadable message",
       text: "The broker sent something this page could not parse." }),
   });
@@ -159,12 +164,14 @@ function startSession(session, token) {
 function forget() {
   forgetToken();
   window.history.replaceState(null, "", window.location.pathname + window.location.search);
-  start("This browser has forgotten your token. Open a link with a token to carry on.");
+  start({ kind: "forgotten", title: "This browser has forgotten your token", status: "No link",
+    text: "To answer again, open the link from the message that told you about the questions." });
   announce("This browser has forgotten your token.");
 }
 
 /** (Re)start from the link in the fragment: at load, and whenever the fragment changes.
- * `note`: what the setup screen says instead of what is wrong with the link. */
+ * `note`: what the setup screen says instead of what is wrong with the link (link.mjs's
+ * shape). */
 function start(note) {
   stopSession();
   if (inbox) {
@@ -177,17 +184,19 @@ function start(note) {
   }
   const where = route(parseFragment(window.location.hash), window.location.search, rememberedToken());
   if (where.mode === "setup") {
+    const problem = note && note.title ? note : where.problem;
     view.showSession(null);
-    apply(model.setup(where, typeof note === "string" ? note : where.problem));
-    onStatus("failed", "No session");
+    apply(model.setup(where, problem, false));
+    onStatus("failed", problem.status); // the pill says what the screen says
     return;
   }
+  const origin = { remembered: where.remembered, signedIn: false };
   notifyButton = createNotifyButton({ token: where.token });
   if (where.mode === "inbox") {
     inbox = createInboxPage({
       token: where.token,
       view,
-      openSession: (session) => startSession(session, where.token),
+      openSession: (session) => startSession(session, where.token, origin),
       closeSession: stopSession,
       forget,
     });
@@ -195,7 +204,7 @@ function start(note) {
     return;
   }
   view.showSession(where.session);
-  startSession(where.session, where.token);
+  startSession(where.session, where.token, origin);
 }
 
 function retryNow() {

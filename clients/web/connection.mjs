@@ -3,7 +3,7 @@
  * is doing and hands the frames over; it knows nothing of questionnaires.
  *
  *   connect() -> open -> hello -> welcome -> frames
- *   close 4400/4401/4403  -> onClose, state "failed", no reconnect
+ *   close 4400/4401/4403  -> onClose, state "failed", no reconnect (refusals.mjs says why)
  *   any other close       -> onClose, then a countdown and a new connect()
  */
 
@@ -19,7 +19,9 @@ const COUNTDOWN_MS = 1000;
 const isWelcomeFrame = (frame) => frame.type === "welcome";
 
 /**
- * url, token: the session's websocket and the client token for its hello.
+ * url, token: the session's websocket and the client token for its hello (a function giving
+ *   it for a token that changes, as a signed-in person's does when it is refreshed).
+ * signedIn: the token came from signing in (the state line after a refusal says so).
  * onStatus(state, text, detail): state is connecting | connected | waiting | offline | failed;
  *   `text` says it, `detail` is the countdown next to it.
  * onFrame(frame): every frame (an object), welcome included, after the connection's own
@@ -29,7 +31,7 @@ const isWelcomeFrame = (frame) => frame.type === "welcome";
  * isWelcome(frame): the frame that says the hello was accepted (default: `welcome`; the
  *   inbox socket's first list says it too).
  */
-export function createConnection({ url, token, onStatus, onFrame, onClose, onUnreadable, isWelcome = isWelcomeFrame }) {
+export function createConnection({ url, token, signedIn = false, onStatus, onFrame, onClose, onUnreadable, isWelcome = isWelcomeFrame }) {
   let ws = null;
   let state = "connecting";
   let text = "";
@@ -78,7 +80,8 @@ export function createConnection({ url, token, onStatus, onFrame, onClose, onUnr
         socket.close(4000, "subprotocol not agreed");
         return;
       }
-      socket.send(JSON.stringify({ type: "hello", token, client: CLIENT }));
+      const current = typeof token === "function" ? token() : token;
+      socket.send(JSON.stringify({ type: "hello", token: current, client: CLIENT }));
       timers.hello = window.setTimeout(() => {
         if (ws === socket && state !== "connected") socket.close(4000, "no welcome");
       }, HELLO_TIMEOUT_MS);
@@ -119,7 +122,7 @@ export function createConnection({ url, token, onStatus, onFrame, onClose, onUnr
     onClose(code, reason);
     const verdict = closeVerdict(code, reason);
     if (verdict === "retry") scheduleReconnect(code, reason);
-    else setStatus("failed", failedStatus(verdict));
+    else setStatus("failed", failedStatus(code, reason, signedIn));
   }
 
   function scheduleReconnect(code, reason) {

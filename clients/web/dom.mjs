@@ -1,7 +1,13 @@
-/* The two DOM helpers every view module uses. */
+/* The DOM helpers the view modules share. */
 
 export function $(id) {
   return document.getElementById(id);
+}
+
+/** A screen whose main pointer is a finger: no keyboard to press Enter or Esc on, and no
+ * focus ring on an untouched button. */
+export function touchScreen() {
+  return !!window.matchMedia && window.matchMedia("(pointer: coarse)").matches;
 }
 
 function append(el, child) {

@@ -12,13 +12,14 @@
 import { createConnection } from "./connection.mjs";
 import { $ } from "./dom.mjs";
 import {
-  arrivalAnnouncement, arrivalNotification, inboxFatalScreen, inboxTitle, InboxState, itemKey,
+  arrivalAnnouncement, arrivalNotification, inboxTitle, InboxState, itemKey,
   notificationControl, offerAnnouncement, WAITING,
 } from "./inbox.mjs";
 import { createInboxView } from "./inbox-view.mjs";
 import { inboxWebsocketUrl } from "./link.mjs";
 import { errorToast } from "./messages.mjs";
 import { announce, toast } from "./notices.mjs";
+import { refusalScreen } from "./refusals.mjs";
 import { canRemember, rememberedToken, rememberToken } from "./token-memory.mjs";
 
 const AGES_MS = 30000; // "3 min ago" is redrawn this often while the list is on screen
@@ -28,9 +29,10 @@ const AGES_MS = 30000; // "3 min ago" is redrawn this often while the list is on
  *   session socket opened from it).
  * view: the page's view (view.mjs): the top bar and the tab's title.
  * openSession(sessionId), closeSession(): app.mjs's, to answer in place.
- * forget(): app.mjs's "Forget my token".
+ * forget(), signIn(): app.mjs's "Forget my token" and "Sign in again".
+ * signedIn: the token came from signing in (then `token` is a function: it is refreshed).
  */
-export function createInboxPage({ token, view, openSession, closeSession, forget }) {
+export function createInboxPage({ token, signedIn = false, view, openSession, closeSession, forget, signIn }) {
   const state = new InboxState();
   let fatal = null;
   let asking = false; // the browser's permission prompt is open
@@ -38,13 +40,14 @@ export function createInboxPage({ token, view, openSession, closeSession, forget
   let agesTimer = null;
 
   const inboxView = createInboxView({
-    choose, answerNext, askNotifications, remember, forget, tryAgain,
+    choose, answerNext, askNotifications, remember, forget, tryAgain, signIn,
   });
   $("inbox-back").onclick = back;
 
   const connection = createConnection({
     url: inboxWebsocketUrl(window.location.href),
     token,
+    signedIn,
     isWelcome: (frame) => frame.type === "welcome" || frame.type === "inbox",
     onStatus: (next, text, detail) => {
       status = { state: next, text, detail };
@@ -92,7 +95,7 @@ export function createInboxPage({ token, view, openSession, closeSession, forget
   }
 
   function onClose(code, reason) {
-    const screen = inboxFatalScreen(code, reason, settings().remembered);
+    const screen = refusalScreen(code, reason, { remembered: settings().remembered, signedIn });
     if (!screen) return;
     fatal = screen;
     view.showOther("qbroker · " + screen.title);
@@ -180,7 +183,7 @@ export function createInboxPage({ token, view, openSession, closeSession, forget
     state.open(key);
     stopAges();
     inboxView.showBar(true, othersWaiting());
-    view.showSession(item.sessionId);
+    view.showSession(item.sessionId, item.askedBy || null);
     openSession(item.sessionId);
   }
 

@@ -9,8 +9,9 @@
 
 import { $, h } from "./dom.mjs";
 import { describeItem, itemName } from "./inbox.mjs";
+import { refusalPanel } from "./refusal-view.mjs";
 
-/** `actions`: choose(key), answerNext(), askNotifications(), remember(), forget(), tryAgain(). */
+/** `actions`: choose(key), answerNext(), askNotifications(), remember(), forget(), tryAgain(), signIn(). */
 export function createInboxView(actions) {
   const ids = new Map(); // item key -> a DOM id of its own
   let idSeq = 0;
@@ -152,29 +153,16 @@ export function createInboxView(actions) {
     $("forget-token").hidden = !settings.remembered;
   }
 
-  function fatalNode(info, remembered) {
-    return h("section", { class: "panel panel-center fatal", role: "alert", "aria-labelledby": "fatal-title" },
-      h("div", { class: "fatal-icon", "aria-hidden": "true", text: "!" }),
-      h("h1", { class: "panel-title", id: "fatal-title", text: info.title }),
-      h("p", { class: "panel-text", text: info.text }),
-      info.reason ? h("p", { class: "panel-text muted" }, "Broker said: ", h("q", { text: info.reason })) : null,
-      h("div", { class: "fatal-actions" },
-        info.noRetry ? null : h("button", { type: "button", class: "btn btn-secondary", text: "Try again",
-          onclick: () => actions.tryAgain() }),
-        remembered ? h("button", { type: "button", class: "btn btn-ghost btn-ghost-danger", id: "forget-token",
-          text: "Forget my token", onclick: () => actions.forget() }) : null));
-  }
-
   return {
     /** Draw the inbox (building it when it is not on screen). `settings`: {notify (the
      * notification control), asking, remembered, storage}; `fatal`: a close that is not
-     * retried ({title, text, reason, noRetry}) or null. Returns true when it was built. */
+     * retried (refusals.mjs's refusalScreen) or null. Returns true when it was built. */
     render(inbox, now, settings, fatal) {
       const main = $("main");
       if (fatal) {
         if (main.getAttribute("data-view") !== "inbox-fatal") {
           main.setAttribute("data-view", "inbox-fatal");
-          main.replaceChildren(fatalNode(fatal, settings.remembered));
+          main.replaceChildren(refusalPanel(fatal, actions));
           return true;
         }
         return false;

@@ -339,34 +339,3 @@ export function notificationControl(permission) {
       return { state: "unsupported", button: null, text: "This browser cannot show notifications." };
   }
 }
-
-// Closes of the inbox socket a retry cannot fix, in the inbox's words.
-const FATAL = {
-  4400: {
-    title: "The broker refused this page's handshake",
-    text: "The connection broke the protocol (code 4400). Reload the page; if it keeps happening, " +
-      "this page and the broker are probably different versions.",
-  },
-  4401: {
-    title: "This token was not accepted",
-    text: "The token is invalid, has been revoked, or is not a client token (code 4401). Ask for a " +
-      "new one, or mint a client token for your sessions with " +
-      "qbroker token --session 'alice:*' --role client.",
-  },
-};
-
-/** The screen for a close of the inbox socket that is not retried ({title, text, reason,
- * noRetry}), or null. `remembered`: the token came from this browser's memory. */
-export function inboxFatalScreen(code, reason, remembered) {
-  if (code === 4401 && /expired/i.test(reason || "")) {
-    return {
-      title: "This token has expired",
-      text: "Ask for a new token (whoever gave you this one can mint it), then open the page with it." +
-        (remembered ? " This browser still remembers the expired one: forget it below." : ""),
-      reason: reason || "",
-      noRetry: true,
-    };
-  }
-  if (!Object.prototype.hasOwnProperty.call(FATAL, code)) return null;
-  return { title: FATAL[code].title, text: FATAL[code].text, reason: reason || "", noRetry: false };
-}

@@ -11,21 +11,40 @@ export function parseFragment(hash) {
   return { session: (params.get("session") || "").trim(), token: (params.get("token") || "").trim() };
 }
 
-/** Why the link cannot be used (a sentence for the setup screen), or null when it can.
- * A token without a session opens the inbox; a session needs a token (`stored`: the token
- * this browser remembers, "" for none). `search` is `location.search`: people paste the
+const ASK_AGAIN = "Open it again from the message you got, or ask whoever sent it for a new link.";
+
+/** What the setup screen says when the page has no usable token ({kind, title, text,
+ * status}: `status` is the top bar's pill), in a person's words: how links are made is
+ * for docs/web-client.md, not for the person holding one. */
+export const NO_LINK = {
+  kind: "none",
+  title: "Open the link you were sent",
+  text: "This page shows the questions an agent asks you. Open it from the link in the message " +
+    "that told you about them: an email, a chat message or a notification.",
+  status: "No link",
+};
+
+/** Why the link cannot be used (see NO_LINK for its shape), or null when it can. A token
+ * without a session opens the inbox; a session needs a token (`stored`: the token this
+ * browser remembers, "" for none). `search` is `location.search`: people paste the
  * fragment's parameters after `?` too. */
 export function linkProblem(params, search, stored = "") {
   const token = params.token || stored;
   if (!token) {
     const query = new URLSearchParams(String(search || ""));
     if (query.get("token") || query.get("session")) {
-      return "The session and token must come after a # sign, not a ? — a query string ends up in server logs.";
+      // A query string ends up in server logs; the fragment (after #) never leaves the browser.
+      return { kind: "query", title: "This link is incomplete", status: "Link incomplete",
+        text: "Its parts come after a “?” where this page expects a “#”: it was changed on its way here. " + ASK_AGAIN };
     }
-    return params.session ? "The link names a session but has no token." : "This link carries no token.";
+    if (!params.session) return NO_LINK;
+    return { kind: "no_token", title: "This link is incomplete", status: "Link incomplete",
+      text: "It names the session “" + params.session + "” but not the key that opens it: part of it " +
+        "was probably lost when it was copied. " + ASK_AGAIN };
   }
   if (params.session && !SESSION_RE.test(params.session)) {
-    return "“" + params.session + "” is not a valid session id (" + SESSION_RULE + ").";
+    return { kind: "bad_session", title: "This link does not work", status: "Link not accepted",
+      text: "“" + params.session + "” is not a session this page can open (a session is " + SESSION_RULE + "). " + ASK_AGAIN };
   }
   return null;
 }

@@ -3,6 +3,24 @@
 import { $, h } from "./dom.mjs";
 
 const MAX_TOASTS = 4;
+const GAP_PX = 8;
+
+/** Toasts sit in the bottom corner, but above the footer while it is on screen: the
+ * footer's line ("Never type passwords…") must never be hidden behind "Answers sent". */
+function clearFooter() {
+  const box = $("toasts");
+  const footer = document.querySelector(".footer");
+  if (!box || !footer) return;
+  box.style.bottom = "";
+  if (!box.children.length) return;
+  const top = footer.getBoundingClientRect().top;
+  const base = parseFloat(window.getComputedStyle(box).bottom) || 0;
+  const over = window.innerHeight - top + GAP_PX;
+  if (over > base) box.style.bottom = over + "px";
+}
+
+window.addEventListener("scroll", clearFooter, { passive: true });
+window.addEventListener("resize", clearFooter);
 
 /** {kind, title, text, ttl, code, hideCode}: `code` is shown (small) unless `hideCode`, and
  * always kept in data-code. */
@@ -16,9 +34,10 @@ export function toast({ kind, title, text, ttl, code, hideCode }) {
       text ? h("span", { class: "toast-text", text }) : null,
       code && !hideCode ? h("span", { class: "toast-code", text: code }) : null),
     h("button", { type: "button", class: "toast-close", "aria-label": "Dismiss message", text: "×",
-      onclick: () => node.remove() }));
+      onclick: () => { node.remove(); clearFooter(); } }));
   box.appendChild(node);
-  window.setTimeout(() => node.remove(), ttl || 8000);
+  clearFooter();
+  window.setTimeout(() => { node.remove(); clearFooter(); }, ttl || 8000);
 }
 
 export function announce(text) {

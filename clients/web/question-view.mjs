@@ -1,7 +1,7 @@
 /* The question card: built once per step from the state, then brought in line with it in
  * place (so focus and half-typed text survive a draft echo). */
 
-import { $, h } from "./dom.mjs";
+import { $, h, touchScreen } from "./dom.mjs";
 import { endedNoteNode, offlineBanner, progressNode } from "./parts.mjs";
 import { CLARIFY_MAX, OTHER_MAX } from "./answer.mjs";
 import { answeredClarifications } from "./state.mjs";
@@ -113,7 +113,9 @@ export function questionCard(model, actions) {
   const otherField = q.allowOther ? textField("other", {
     label: multi ? "Your own answer (counts as one selection)" : "Your own answer",
     placeholder: "Type your answer",
-    help: multi ? "Enter continues · Esc removes it" : "Enter submits · Esc closes",
+    // Keys to press mean nothing on a touch screen: there the multi field says how to tap it away.
+    help: touchScreen() ? (multi ? "Tap “Other…” again to remove it" : "")
+      : multi ? "Enter continues · Esc removes it" : "Enter submits · Esc closes",
     multiline: false,
     button: multi ? null : h("button", { type: "button", class: "btn btn-primary", id: "other-submit",
       text: "Submit", onclick: () => actions.submitOther() }),
@@ -131,7 +133,7 @@ export function questionCard(model, actions) {
   const clarifyField = textField("clarify", {
     label: "What would you like to ask the agent about this question?",
     placeholder: "e.g. What does the release window involve?",
-    help: "Enter sends · Shift+Enter adds a line · Esc closes",
+    help: touchScreen() ? "" : "Enter sends · Shift+Enter adds a line · Esc closes",
     multiline: true,
     button: null,
     onInput: (value) => actions.typeClarify(value),

@@ -1,63 +1,23 @@
 /* What a closed connection means, and how soon to try again. Pure: the clock and the random
  * source are passed in. */
 
+import { refusalKind, refusalScreen } from "./refusals.mjs";
+
 export const BACKOFF_BASE_MS = 500;
 export const BACKOFF_MAX_MS = 30000;
 const SLOW_DOWN_MS = 5000;
 
-// Close codes after which reconnecting cannot help: say what is wrong instead.
-const FATAL_CLOSES = {
-  4400: {
-    title: "The broker refused this page's handshake",
-    text: "The connection broke the protocol (code 4400). Reload the page; if it keeps happening, " +
-      "this page and the broker are probably different versions.",
-  },
-  4401: {
-    title: "This link's token was not accepted",
-    text: "The token is invalid, has expired, or is not a client token (code 4401). " +
-      "Ask for a fresh link, or mint a client token with " +
-      "qbroker token --session SESSION --role client.",
-  },
-  4403: {
-    title: "This token belongs to another session",
-    text: "The token in the link was issued for a different session than the one named in the link " +
-      "(code 4403). Check that the link was copied completely.",
-  },
-};
-
-/** "expired" (the token ran out: retrying the same one can never work), "fatal" (a retry
- * cannot fix it, but a manual one is offered) or "retry". */
+/** "refused" (4400, 4401, 4403: the broker turned the page away, and trying again on
+ * its own cannot help; refusals.mjs says what to tell the person) or "retry". */
 export function closeVerdict(code, reason) {
-  if (code === 4401 && /expired/i.test(reason || "")) return "expired";
-  return Object.prototype.hasOwnProperty.call(FATAL_CLOSES, code) ? "fatal" : "retry";
+  return refusalKind(code, reason) === null ? "retry" : "refused";
 }
 
-/** The connection's state line after a close that is not retried. */
-export function failedStatus(verdict) {
-  return verdict === "expired" ? "Link expired" : "Disconnected";
-}
-
-/** The screen for a close that is not retried ({title, text, reason, noRetry}), or null.
- * `open`: a questionnaire was on screen when the connection closed. */
-export function fatalScreen(code, reason, open) {
-  const verdict = closeVerdict(code, reason);
-  if (verdict === "expired") {
-    return {
-      title: "This link has expired",
-      text: (open
-        ? "The questionnaire you were answering is still open for a while, and the answers you " +
-          "already sent are saved. "
-        : "") +
-        "Ask for a new link (whoever sent you this one can make it), then open it, here or in a " +
-        "new tab" + (open ? ", to carry on where you left off." : "."),
-      reason: reason || "",
-      noRetry: true,
-    };
-  }
-  if (verdict === "fatal") {
-    return { title: FATAL_CLOSES[code].title, text: FATAL_CLOSES[code].text, reason: reason || "", noRetry: false };
-  }
-  return null;
+/** The connection's state line (the pill) after a close that is not retried, in the
+ * words of the screen under it. `signedIn`: the token came from signing in. */
+export function failedStatus(code, reason, signedIn = false) {
+  const screen = refusalScreen(code, reason, { signedIn });
+  return screen ? screen.status : "Disconnected";
 }
 
 /** Milliseconds before reconnect `attempt` (0-based). Exponential backoff with "equal

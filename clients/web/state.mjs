@@ -31,7 +31,7 @@
 
 import { Answer, draftKey, OTHER_MAX } from "./answer.mjs";
 import { closedToast, ENDED_UNSEEN, ENDED_UNSEEN_WHY, errorToast, lastClosedNote, NOT_CONNECTED } from "./messages.mjs";
-import { fatalScreen } from "./reconnect.mjs";
+import { refusalScreen } from "./refusals.mjs";
 import { HELD_DRAFT, SecretGuard } from "./secret-guard.mjs";
 import { sentence } from "./text.mjs";
 import { answeredByPhrase, answeredNote, ownAnswer } from "./who.mjs";
@@ -71,8 +71,8 @@ export class PageState {
     this.view = "loading"; // loading | setup | fatal | idle | question | suspended
     this.viewKey = null; // questionnaireId:step(:questionId) of the question or wait shown
     this.screen = 0; // bumped whenever a new screen is due
-    this.setupInfo = null; // {session, token, hint} on the setup screen
-    this.fatalInfo = null; // {title, text, reason, noRetry} on the fatal screen
+    this.setupInfo = null; // {session, token, problem, signIn} on the setup screen
+    this.fatalInfo = null; // {kind, title, status, text, reason, action} on the fatal screen (refusals.mjs)
     this.frame = null; // latest question frame
     this.suspended = null; // latest suspended frame
     this.answer = null; // the Answer being made to the question shown (answer.mjs)
@@ -103,8 +103,10 @@ export class PageState {
     return newOut();
   }
 
-  setup(params, hint) {
-    this.setupInfo = { session: params.session || "", token: params.token || "", hint };
+  /** No usable token: `problem` is link.mjs's ({kind, title, text, status}); `signIn`: the
+   * page can sign the person in. */
+  setup(params, problem, signIn) {
+    this.setupInfo = { session: params.session || "", token: params.token || "", problem, signIn };
     this.show("setup");
     return newOut();
   }
@@ -114,10 +116,11 @@ export class PageState {
     this.conn = status;
   }
 
-  /** The connection closed with `code`: a close a retry cannot fix shows its own screen. */
-  disconnected(code, reason) {
+  /** The connection closed with `code`: a close a retry cannot fix shows its own screen.
+   * `token`: {remembered, signedIn}, where the page's token came from. */
+  disconnected(code, reason, token = {}) {
     this.busy = null;
-    const screen = fatalScreen(code, reason, !!(this.suspended || this.frame));
+    const screen = refusalScreen(code, reason, { ...token, open: !!(this.suspended || this.frame) });
     if (screen) {
       this.fatalInfo = screen;
       this.show("fatal");
@@ -132,7 +135,7 @@ export class PageState {
 
   title() {
     switch (this.view) {
-      case "setup": return "qbroker · link needed";
+      case "setup": return "qbroker · " + this.setupInfo.problem.title;
       case "fatal": return "qbroker · " + this.fatalInfo.title;
       case "idle": return "qbroker · waiting for questions";
       case "suspended": return "Waiting for the agent · qbroker";

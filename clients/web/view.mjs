@@ -2,10 +2,11 @@
  * drawn from the state (state.mjs). A screen is built when the state says a new one is due
  * (its `screen` counter moved); otherwise the one shown is updated in place. */
 
-import { $, h } from "./dom.mjs";
+import { $, h, touchScreen } from "./dom.mjs";
 import { formProblem, fragmentFor } from "./link.mjs";
 import { endedNoteNode, offlineBanner, progressNode } from "./parts.mjs";
 import { questionCard, updateDraftState, updateQuestion } from "./question-view.mjs";
+import { refusalPanel } from "./refusal-view.mjs";
 
 const CARDS = ".question-card, .waiting-card";
 
@@ -39,7 +40,7 @@ export function createView(actions, titleFor = (title) => title) {
   function focusFirst(selector) {
     // Keyboard-first: the highlight starts on the first option, as in the terminal client.
     // Not on touch screens, where a focus ring on an untouched button is only noise.
-    if (window.matchMedia && window.matchMedia("(pointer: coarse)").matches) return;
+    if (touchScreen()) return;
     const el = document.querySelector(selector);
     if (el && !$("cancel-dialog").open) {
       try { el.focus({ preventScroll: true }); } catch (e) { el.focus(); }
@@ -65,8 +66,9 @@ export function createView(actions, titleFor = (title) => title) {
       h("p", { class: "panel-text", text: "Connecting to the broker…" }));
   }
 
+  /** No usable token: what the person can do (info.problem, link.mjs), the Sign in button
+   * where the page signs people in, and a form for a token pasted by hand. */
   function setupScreen(info) {
-    const page = window.location.origin + window.location.pathname;
     const sessionInput = h("input", { id: "setup-session", type: "text", autocomplete: "off", spellcheck: "false",
       value: info.session, "aria-describedby": "setup-session-help" });
     const tokenInput = h("input", { id: "setup-token", type: "password", autocomplete: "off", spellcheck: "false",
@@ -84,37 +86,21 @@ export function createView(actions, titleFor = (title) => title) {
       }
       window.location.hash = fragmentFor(sid, tok); // the page starts over on hashchange
     } },
-      h("div", { class: "field" }, h("label", { for: "setup-token", text: "Client token" }), tokenInput),
+      h("div", { class: "field" }, h("label", { for: "setup-token", text: "Token" }), tokenInput),
       h("div", { class: "field" },
-        h("label", { for: "setup-session", text: "Session id (optional)" }), sessionInput,
+        h("label", { for: "setup-session", text: "Session (optional)" }), sessionInput,
         h("span", { class: "field-help", id: "setup-session-help",
-          text: "1–128 letters, digits or . _ : -; leave it empty for the inbox of every session the token covers" })),
+          text: "Leave it empty to see everything waiting for you" })),
       error,
       h("button", { type: "submit", class: "btn btn-primary", text: "Open" }));
 
-    return h("section", { class: "panel setup", "aria-labelledby": "setup-title" },
-      h("h1", { class: "panel-title", id: "setup-title", text: "Open this page with a link" }),
-      h("p", { class: "panel-text", text: info.hint }),
-      h("p", { class: "panel-text", text: "The link carries a client token after the # sign. With a session id it opens that session:" }),
-      h("pre", { class: "code" }, h("code", { text: page + "#session=SESSION_ID&token=CLIENT_TOKEN" })),
-      h("p", { class: "panel-text", text: "With a token alone it opens your inbox: everything waiting for you in the sessions the token covers." }),
-      h("pre", { class: "code" }, h("code", { text: page + "#token=CLIENT_TOKEN" })),
-      h("p", { class: "panel-text" }, "The broker prints a ready-to-use link when it starts. To make one yourself, mint a token with ",
-        h("code", { text: "qbroker token --session SESSION_ID --role client" }),
-        " (or ", h("code", { text: "--session 'alice:*'" }), " for every session whose id starts with alice:)",
-        ". The part after # is never sent in a web request, so it stays out of server logs; the page hands the token to the broker only inside its live connection."),
+    return h("section", { class: "panel setup", "aria-labelledby": "setup-title", "data-kind": info.problem.kind },
+      h("h1", { class: "panel-title", id: "setup-title", text: info.problem.title }),
+      h("p", { class: "panel-text", id: "setup-text", text: info.problem.text }),
+      info.signIn ? h("button", { type: "button", class: "btn btn-primary", id: "sign-in", text: "Sign in",
+        onclick: () => actions.signIn() }) : null,
       h("details", { class: "setup-details" },
-        h("summary", { text: "Or enter them here" }), form));
-  }
-
-  function fatalScreen(info) {
-    return h("section", { class: "panel panel-center fatal", role: "alert", "aria-labelledby": "fatal-title" },
-      h("div", { class: "fatal-icon", "aria-hidden": "true", text: "!" }),
-      h("h1", { class: "panel-title", id: "fatal-title", text: info.title }),
-      h("p", { class: "panel-text", text: info.text }),
-      info.reason ? h("p", { class: "panel-text muted" }, "Broker said: ", h("q", { text: info.reason })) : null,
-      info.noRetry ? null : h("button", { type: "button", class: "btn btn-secondary", text: "Try again",
-        onclick: () => actions.tryAgain() }));
+        h("summary", { text: "I was given a token to paste" }), form));
   }
 
   function idleScreen(model) {
@@ -151,7 +137,7 @@ export function createView(actions, titleFor = (title) => title) {
         setView("setup", setupScreen(model.setupInfo), title);
         break;
       case "fatal":
-        setView("fatal", fatalScreen(model.fatalInfo), title);
+        setView("fatal", refusalPanel(model.fatalInfo, actions), title);
         break;
       case "idle": {
         const active = document.activeElement;
@@ -206,12 +192,16 @@ export function createView(actions, titleFor = (title) => title) {
       if (model && document.querySelector(CARDS)) updateOfflineBanner(model);
     },
 
-    /** The session in the top bar; null hides it. */
-    showSession(sid) {
+    /** The session in the top bar, and the agent asking (`askedBy`, the agent token's
+     * `sub`, when known); null hides them. */
+    showSession(sid, askedBy = null) {
+      $("session-line").hidden = sid === null;
       const name = $("session-name");
-      name.hidden = sid === null;
       name.textContent = sid || "";
       name.title = sid ? "Session " + sid : "";
+      const agent = $("session-agent");
+      agent.hidden = !(sid && askedBy);
+      agent.textContent = sid && askedBy ? "asked by " + askedBy : "";
     },
 
     /** A screen drawn by someone else (the inbox): its title, and nothing of the last

@@ -18,7 +18,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect, sync_playwright
 
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, compose_screenshots
-from tests.helpers.processes import REPO_ROOT, broker, free_port, need, redis_server, token
+from tests.helpers.processes import REPO_ROOT, broker, free_port, need, redis_server, revoked_token, token
 from tests.helpers.samples import new_sid
 
 pytestmark = pytest.mark.browser
@@ -765,6 +765,7 @@ def test_an_expired_link_says_so_and_offers_no_retry_that_cannot_work(
     expect(main).to_contain_text("Ask for a new link")
     expect(page.get_by_role("button", name="Try again")).to_have_count(0)
     expect(page.locator("#conn")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#conn-text")).to_have_text("Link expired")
     assert web_agent.pending(qid)  # still open, waiting for the person to come back
 
 
@@ -826,45 +827,60 @@ def test_a_questionnaire_that_ended_while_the_page_was_offline_is_explained(
     )
 
 
-def test_a_missing_fragment_explains_the_link_format_and_offers_a_form(
-    web_page: Page, web_broker: Any, web_sid: str
-) -> None:
+def test_a_page_without_a_usable_link_says_what_a_person_can_do(web_page: Page, web_broker: Any, web_sid: str) -> None:
     page = web_page
     page.goto(web_broker.url + "/")
-    expect(page.get_by_role("heading", name="Open this page with a link")).to_be_visible()
-    expect(page.locator("pre.code").first).to_contain_text("#session=SESSION_ID&token=CLIENT_TOKEN")
-    expect(page.locator("pre.code").last).to_contain_text("#token=CLIENT_TOKEN")
-    expect(page.locator("main")).to_contain_text("qbroker token --session SESSION_ID --role client")
+    expect(page.get_by_role("heading", name="Open the link you were sent")).to_be_visible()
+    expect(page.locator("#setup-text")).to_contain_text("Open it from the link in the message")
+    expect(page.locator("#conn")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#conn-text")).to_have_text("No link")  # the pill says what the page says
+    main = page.locator("main")
+    for developers_only in ("qbroker token", "--role", "#session=", "CLIENT_TOKEN"):
+        expect(main).not_to_contain_text(developers_only)  # docs/web-client.md has those
+    expect(page.locator("#sign-in")).to_have_count(0)  # no identity provider configured
 
     page.goto(f"{web_broker.url}/#session={web_sid}")
-    expect(page.locator("main")).to_contain_text("The link names a session but has no token.")
+    expect(page.get_by_role("heading", name="This link is incomplete")).to_be_visible()
+    expect(page.locator("#setup-text")).to_contain_text(f"It names the session “{web_sid}” but not the key")
+    expect(page.locator("#conn-text")).to_have_text("Link incomplete")
+    expect(page.locator("#session-line")).to_be_hidden()
 
-    page.get_by_text("Or enter them here").click()
-    expect(page.get_by_label("Session id")).to_have_value(web_sid)
-    page.get_by_label("Client token").fill(token(web_sid, "client"))
+    page.get_by_text("I was given a token to paste").click()
+    expect(page.get_by_label("Session (optional)")).to_have_value(web_sid)
+    page.get_by_label("Token", exact=True).fill(token(web_sid, "client"))
     page.get_by_role("button", name="Open", exact=True).click()
     expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
     expect(idle_heading(page)).to_be_visible()
 
 
 @pytest.mark.parametrize(
-    ("make_token", "title"),
+    ("make_token", "title", "pill", "says"),
     [
-        (lambda sid: "not-a-token", "This link's token was not accepted"),
-        (lambda sid: token(sid, "agent"), "This link's token was not accepted"),
-        (lambda sid: token(sid + "-elsewhere", "client"), "This token belongs to another session"),
+        (lambda url, sid: "not-a-token", "This link does not work", "Link not accepted", "lost when it was copied"),
+        (lambda url, sid: token(sid, "agent"), "This link is not for answering", "Wrong kind of link", "for a program"),
+        (revoked_token, "This link has been withdrawn", "Link withdrawn", "switched this link off"),
+        (
+            lambda url, sid: token(sid + "-elsewhere", "client"),
+            "This link is for another session",
+            "Wrong session",
+            "opens a different session",
+        ),
     ],
-    ids=["garbage-4401", "agent-role-4401", "other-session-4403"],
+    ids=["garbage-4401", "agent-role-4401", "revoked-4401", "other-session-4403"],
 )
-def test_a_rejected_token_is_explained_and_not_retried(
-    web_page: Page, web_broker: Any, web_sid: str, make_token: Any, title: str
+def test_a_refused_token_gets_its_own_sentence_and_no_retry_that_cannot_work(
+    web_page: Page, web_broker: Any, web_sid: str, make_token: Any, title: str, pill: str, says: str
 ) -> None:
     page = web_page
     sockets: list[str] = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
-    page.goto(link(web_broker.url, web_sid, make_token(web_sid)))
+    page.goto(link(web_broker.url, web_sid, make_token(web_broker.url, web_sid)))
     expect(page.get_by_role("heading", name=title)).to_be_visible()
+    expect(page.locator("main")).to_contain_text(says)
+    expect(page.locator("main")).not_to_contain_text("qbroker token")
+    expect(page.get_by_role("button", name="Try again")).to_have_count(0)
     expect(page.locator("#conn")).to_have_attribute("data-state", "failed")
+    expect(page.locator("#conn-text")).to_have_text(pill)
     expect(page.locator("#conn-retry")).to_be_hidden()  # no reconnect is scheduled
     assert len(sockets) == 1
 
@@ -1007,3 +1023,26 @@ def test_screenshot_of_a_multi_question_mid_answer_on_desktop_and_phone(
 def _luminance(css_color: str) -> float:
     red, green, blue = (int(x) for x in re.findall(r"\d+", css_color)[:3])
     return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
+
+
+def test_the_answers_sent_toast_never_covers_the_footer(
+    web_browser: Browser, web_broker: Any, web_sid: str, web_agent: Agent
+) -> None:
+    for viewport in (DESKTOP, PHONE):
+        context = _new_context(web_browser, viewport=viewport)
+        try:
+            page = context.new_page()
+            open_client(page, web_broker.url, web_sid)
+            web_agent.start(TARGET)
+            option(page, "staging").click()
+            toast = page.locator(".toast").filter(has_text="Answers sent")
+            expect(toast).to_be_visible()
+            expect(idle_heading(page)).to_be_visible()
+            footer = page.locator("footer.footer").bounding_box()
+            box = page.locator("#toasts").bounding_box()
+            assert footer is not None and box is not None
+            assert box["y"] + box["height"] <= footer["y"], (viewport, box, footer)
+            toast.get_by_role("button", name="Dismiss message").click()
+            expect(toast).to_have_count(0)
+        finally:
+            context.close()

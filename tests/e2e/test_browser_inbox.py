@@ -16,7 +16,7 @@ import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
 
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, compose_screenshots
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, need, token
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, need, revoked_token, token
 from tests.helpers.samples import REVIEWER, TARGET, TONE, new_sid
 
 pytestmark = pytest.mark.browser
@@ -24,6 +24,7 @@ pytestmark = pytest.mark.browser
 TIMEOUT_MS = 10_000
 DESKTOP = {"width": 1100, "height": 900}
 PHONE = {"width": 375, "height": 760}
+PHONE_390 = {"width": 390, "height": 844}
 SCREENSHOT = REPO_ROOT / "docs" / "screenshot-inbox.png"
 
 expect.set_options(timeout=TIMEOUT_MS)
@@ -55,6 +56,16 @@ NOTIFICATION_STUB = """
     configurable: true, get() { return seen.hidden ? "hidden" : "visible"; } });
 })();
 """
+
+
+CHECKS_WITH_OTHER: dict[str, Any] = {
+    "id": "checks",
+    "label": "Checks",
+    "prompt": "Which checks must pass before the release?",
+    "type": "multi",
+    "options": [{"id": "unit", "label": "Unit tests"}, {"id": "lint", "label": "Lint"}],
+    "allowOther": True,
+}
 
 
 # --- fixtures ------------------------------------------------------------------------
@@ -287,7 +298,7 @@ def test_the_token_is_remembered_only_when_asked_and_forgotten_on_request(
     open_inbox(page, url, prefix)
     assert page.evaluate("window.localStorage.length") == 0, "nothing is kept unless asked"
     page.goto(url + "/")
-    expect(page.get_by_role("heading", name="Open this page with a link")).to_be_visible()
+    expect(page.get_by_role("heading", name="Open the link you were sent")).to_be_visible()
 
     open_inbox(page, url, prefix)
     page.get_by_role("button", name="Remember my token in this browser").click()
@@ -299,11 +310,12 @@ def test_the_token_is_remembered_only_when_asked_and_forgotten_on_request(
     expect(item(page, prefix + "later")).to_be_visible()
 
     page.get_by_role("button", name="Forget my token").click()
-    expect(page.locator("main")).to_contain_text("This browser has forgotten your token.")
+    expect(page.get_by_role("heading", name="This browser has forgotten your token")).to_be_visible()
+    expect(page.locator("#conn-text")).to_have_text("No link")
     assert page.evaluate("window.localStorage.length") == 0
     assert "token=" not in page.url
     page.reload()
-    expect(page.get_by_role("heading", name="Open this page with a link")).to_be_visible()
+    expect(page.get_by_role("heading", name="Open the link you were sent")).to_be_visible()
 
 
 def test_the_keyboard_alone_goes_from_the_list_to_an_answer_and_back(
@@ -419,3 +431,63 @@ def test_screenshot_of_the_inbox_on_desktop_and_phone(inbox_browser: Browser, in
     finally:
         desktop_context.close()
         phone_context.close()
+
+
+@pytest.mark.parametrize(
+    ("make_token", "title", "pill"),
+    [
+        (lambda url, pattern: token(pattern, "client", ttl=1), "This link has expired", "Link expired"),
+        (revoked_token, "This link has been withdrawn", "Link withdrawn"),
+        (lambda url, pattern: token(pattern, "agent"), "This link is not for answering", "Wrong kind of link"),
+    ],
+    ids=["expired", "revoked", "agent-role"],
+)
+def test_the_inbox_gives_a_refused_token_its_own_sentence_and_no_dead_retry(
+    inbox_page: Page, inbox_broker: BrokerProcess, prefix: str, make_token: Any, title: str, pill: str
+) -> None:
+    page = inbox_page
+    refused = make_token(inbox_broker.url, prefix + "*")
+    if pill == "Link expired":
+        page.wait_for_timeout(1500)  # the token's one second runs out (the scenario, not a sync)
+    page.goto(f"{inbox_broker.url}/#token={refused}")
+    expect(page.get_by_role("heading", name=title)).to_be_visible()
+    expect(page.locator("#conn-text")).to_have_text(pill)
+    expect(page.get_by_role("button", name="Try again")).to_have_count(0)
+    expect(page.locator("main")).not_to_contain_text("qbroker token")
+
+
+def test_a_question_answered_from_the_inbox_on_a_390_px_phone_shows_its_session_and_agent(
+    inbox_browser: Browser, inbox_broker: BrokerProcess, prefix: str
+) -> None:
+    """The phone's header keeps the session and the asking agent; a touch screen is told
+    nothing about keys it does not have."""
+    context = new_context(inbox_browser, viewport=PHONE_390, is_mobile=True, has_touch=True)
+    try:
+        page = context.new_page()
+        url, sid = inbox_broker.url, prefix + "release"
+        open_inbox(page, url, prefix)
+        qid = ask(url, sid, CHECKS_WITH_OTHER, sub="deploy-bot")
+        item(page, sid).tap()
+        expect(page.locator("#q-prompt")).to_have_text(CHECKS_WITH_OTHER["prompt"])
+        header = page.locator("header.topbar").bounding_box()
+        assert header is not None
+        for shown, text in (("#session-name", sid), ("#session-agent", "asked by deploy-bot")):
+            expect(page.locator(shown)).to_be_visible()
+            expect(page.locator(shown)).to_have_text(text)
+            box = page.locator(shown).bounding_box()
+            assert box is not None and box["x"] >= 0 and box["x"] + box["width"] <= PHONE_390["width"], shown
+            assert header["y"] <= box["y"] and box["y"] + box["height"] <= header["y"] + header["height"], shown
+        assert no_sideways_scroll(page)
+
+        page.locator("#other-open").tap()
+        expect(page.locator("#other-help")).to_have_text("Tap “Other…” again to remove it")
+        expect(page.locator("main")).not_to_contain_text("Esc")
+        page.locator("#other-input").fill("smoke tests")
+        option(page, "lint").tap()
+        page.locator("#continue").tap()
+        expect(page.locator("#inbox-offer-title")).to_have_text("Answers sent.")
+        assert outcome(url, sid, qid)["answers"] == [
+            {"questionId": "checks", "selectedOptionIds": ["lint"], "other": "smoke tests"}
+        ]
+    finally:
+        context.close()

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import jwt
 import pytest
 import redis as redis_py
 from prometheus_client.parser import text_string_to_metric_families
@@ -61,6 +62,20 @@ def port_open(port: int) -> bool:
 
 def token(sid: str, role: Role, ttl: float | None = None, *, sub: str | None = None) -> str:
     return mint_token(TEST_SECRET, sid, role, ttl, sub=sub)
+
+
+def revoked_token(base_url: str, sid: str, role: Role = "client") -> str:
+    """A token for ``sid``, revoked on the broker at ``base_url`` (POST /v1/revocations with an
+    admin token) before anybody uses it."""
+    doomed = token(sid, role)
+    response = httpx.post(
+        f"{base_url}/v1/revocations",
+        json={"jti": jwt.decode(doomed, options={"verify_signature": False})["jti"]},
+        headers={"Authorization": f"Bearer {token('*', 'admin', 600, sub='ops')}"},
+        timeout=10,
+    )
+    assert response.status_code == 200, response.text
+    return doomed
 
 
 @dataclass

@@ -70,9 +70,9 @@ test("what stops Continue, an Other answer and a clarification", () => {
 
   const single = new Answer({ id: "t", type: "single", options: [{ id: "a" }] });
   assert.equal(single.rule(), "Choose one.");
-  assert.equal(single.otherProblem(), "Type an answer first, or press Escape to close.");
+  assert.equal(single.otherProblem(), "Type your answer first, or pick one of the options.");
   single.otherText = "   ";
-  assert.equal(single.otherProblem(), "Type an answer first, or press Escape to close.");
+  assert.equal(single.otherProblem(), "Type your answer first, or pick one of the options.");
   single.otherText = "fine";
   assert.equal(single.otherProblem(), "");
 });

@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { describe, test } from "node:test";
 
 import {
-  ago, arrivalAnnouncement, arrivalNotification, compareItems, describeItem, inboxFatalScreen, inboxTitle,
+  ago, arrivalAnnouncement, arrivalNotification, compareItems, describeItem, inboxTitle,
   InboxState, itemKey, notificationControl, offerAnnouncement, timeMs, WAITING, WITH_AGENT,
 } from "../../clients/web/inbox.mjs";
 
@@ -205,16 +205,6 @@ describe("what the page says", () => {
     assert.equal(notificationControl("granted").button, null);
     assert.equal(notificationControl("denied").state, "blocked");
     assert.equal(notificationControl(undefined).state, "unsupported");
-  });
-
-  test("closes of the inbox socket a retry cannot fix", () => {
-    assert.equal(inboxFatalScreen(1006, "", false), null);
-    assert.equal(inboxFatalScreen(4400, "", false).title, "The broker refused this page's handshake");
-    assert.equal(inboxFatalScreen(4401, "bad token", false).noRetry, false);
-    const expired = inboxFatalScreen(4401, "token expired", true);
-    assert.equal(expired.noRetry, true);
-    assert.match(expired.text, /forget it below/);
-    assert.doesNotMatch(inboxFatalScreen(4401, "token expired", false).text, /forget/);
   });
 });
 

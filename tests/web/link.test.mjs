@@ -4,7 +4,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 
 import {
-  formProblem, fragmentFor, inboxWebsocketUrl, linkProblem, parseFragment, route, websocketUrl,
+  formProblem, fragmentFor, inboxWebsocketUrl, linkProblem, NO_LINK, parseFragment, route, websocketUrl,
 } from "../../clients/web/link.mjs";
 
 test("the fragment names the session and the token", () => {
@@ -16,19 +16,29 @@ test("the fragment names the session and the token", () => {
   assert.deepEqual(parseFragment("#" + fragmentFor("", "t&k=1")), { session: "", token: "t&k=1" });
 });
 
-test("what is wrong with a link", () => {
+test("what is wrong with a link, in a person's words", () => {
   const problem = (hash, search = "", stored = "") => linkProblem(parseFragment(hash), search, stored);
   assert.equal(problem("#session=demo&token=t"), null);
   assert.equal(problem("#token=t"), null, "a token alone opens the inbox");
-  assert.equal(problem(""), "This link carries no token.");
+  assert.equal(problem(""), NO_LINK);
   assert.equal(problem("", "", "remembered"), null, "the remembered token opens the inbox");
-  assert.equal(problem("#session=demo"), "The link names a session but has no token.");
+  const incomplete = problem("#session=demo");
+  assert.equal(incomplete.kind, "no_token");
+  assert.equal(incomplete.title, "This link is incomplete");
+  assert.equal(incomplete.status, "Link incomplete");
+  assert.match(incomplete.text, /names the session “demo” but not the key that opens it/);
   assert.equal(problem("#session=demo", "", "remembered"), null);
-  assert.match(problem("", "?session=demo&token=t"), /must come after a # sign, not a \?/);
-  assert.match(problem("", "?token=t"), /must come after a # sign, not a \?/);
-  assert.equal(problem("#session=no%20spaces&token=t"),
-    "“no spaces” is not a valid session id (1–128 letters, digits or . _ : -).");
-  assert.match(problem("#session=" + "s".repeat(129) + "&token=t"), /not a valid session id/);
+  assert.equal(problem("", "?session=demo&token=t").kind, "query");
+  assert.match(problem("", "?token=t").text, /after a “\?” where this page expects a “#”/);
+  const bad = problem("#session=no%20spaces&token=t");
+  assert.equal(bad.kind, "bad_session");
+  assert.match(bad.text, /^“no spaces” is not a session this page can open/);
+  assert.equal(problem("#session=" + "s".repeat(129) + "&token=t").kind, "bad_session");
+  // Nothing a person cannot act on: no commands, no token formats.
+  for (const p of [NO_LINK, incomplete, bad, problem("", "?token=t")]) {
+    assert.doesNotMatch(p.text, /qbroker token|--role|#session=|CLIENT_TOKEN/);
+    assert.match(p.text, /message|link/);
+  }
 });
 
 test("what the page opens", () => {
@@ -49,7 +59,7 @@ test("what the page opens", () => {
   assert.equal(open("#token=other", pattern).remembered, false);
   const none = open("");
   assert.equal(none.mode, "setup");
-  assert.equal(none.problem, "This link carries no token.");
+  assert.equal(none.problem, NO_LINK);
 });
 
 test("the setup form's values", () => {

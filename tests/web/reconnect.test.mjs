@@ -9,7 +9,6 @@ import {
   closeVerdict,
   countdown,
   failedStatus,
-  fatalScreen,
   lostStatus,
 } from "../../clients/web/reconnect.mjs";
 
@@ -28,33 +27,23 @@ test("after a 1008 close the wait is at least 5 s", () => {
 });
 
 test("which closes are retried", () => {
-  assert.equal(closeVerdict(4401, "token expired"), "expired");
-  assert.equal(closeVerdict(4401, "Token Expired"), "expired");
-  assert.equal(closeVerdict(4401, "bad token"), "fatal");
-  assert.equal(closeVerdict(4400, ""), "fatal");
-  assert.equal(closeVerdict(4403, ""), "fatal");
+  for (const [code, reason] of [[4401, "token expired"], [4401, "token revoked"], [4401, "invalid token"],
+    [4401, "an agent token cannot be used by a client"], [4400, ""], [4403, ""]]) {
+    assert.equal(closeVerdict(code, reason), "refused", code + " " + reason);
+  }
   for (const code of [1000, 1001, 1006, 1008, 1011, 1012, 1013, 4000, 4408, null]) {
     assert.equal(closeVerdict(code, ""), "retry", String(code));
   }
-  assert.equal(failedStatus("expired"), "Link expired");
-  assert.equal(failedStatus("fatal"), "Disconnected");
 });
 
-test("the screens for closes a retry cannot fix", () => {
-  assert.equal(fatalScreen(1006, "", true), null);
-  const rejected = fatalScreen(4401, "invalid token", false);
-  assert.equal(rejected.title, "This link's token was not accepted");
-  assert.equal(rejected.reason, "invalid token");
-  assert.equal(rejected.noRetry, false);
-  assert.match(rejected.text, /qbroker token --session SESSION --role client/);
-  assert.equal(fatalScreen(4400, "", false).title, "The broker refused this page's handshake");
-
-  const open = fatalScreen(4401, "token expired", true);
-  assert.equal(open.noRetry, true);
-  assert.match(open.text, /^The questionnaire you were answering is still open/);
-  assert.match(open.text, /to carry on where you left off\.$/);
-  const idle = fatalScreen(4401, "token expired", false);
-  assert.equal(idle.text, "Ask for a new link (whoever sent you this one can make it), then open it, here or in a new tab.");
+test("the top bar's pill after a refusal says what the screen says", () => {
+  assert.equal(failedStatus(4401, "token expired"), "Link expired");
+  assert.equal(failedStatus(4401, "token revoked"), "Link withdrawn");
+  assert.equal(failedStatus(4401, "an agent token cannot be used by a client"), "Wrong kind of link");
+  assert.equal(failedStatus(4401, "invalid token"), "Link not accepted");
+  assert.equal(failedStatus(4403, "token is for another session"), "Wrong session");
+  assert.equal(failedStatus(4401, "token expired", true), "Signed out");
+  assert.equal(failedStatus(1006, ""), "Disconnected");
 });
 
 test("what the top bar says while waiting to reconnect", () => {

@@ -118,10 +118,11 @@ describe("screens", () => {
 
   test("the setup and loading screens", () => {
     const s = new PageState();
-    s.setup({ session: "demo", token: "" }, "The link names a session but has no token.");
+    const problem = { kind: "no_token", title: "This link is incomplete", text: "…", status: "Link incomplete" };
+    s.setup({ session: "demo", token: "" }, problem, true);
     assert.equal(s.view, "setup");
-    assert.deepEqual(s.setupInfo, { session: "demo", token: "", hint: "The link names a session but has no token." });
-    assert.equal(s.title(), "qbroker · link needed");
+    assert.deepEqual(s.setupInfo, { session: "demo", token: "", problem, signIn: true });
+    assert.equal(s.title(), "qbroker · This link is incomplete");
     s.loading();
     assert.equal(s.view, "loading");
     assert.equal(s.title(), "qbroker");
@@ -165,7 +166,7 @@ describe("a single question", () => {
     const s = page(question({ ...TARGET, allowOther: true }));
     s.toggleOther(T0);
     assert.deepEqual(s.submitOther(T0).fieldError,
-      { kind: "other", text: "Type an answer first, or press Escape to close." });
+      { kind: "other", text: "Type your answer first, or pick one of the options." });
     s.typeOther("x".repeat(OTHER_MAX + 1), T0);
     assert.deepEqual(s.submitOther(T0).fieldError,
       { kind: "other", text: "Please shorten your answer to 2000 characters." });
@@ -524,12 +525,12 @@ describe("the connection", () => {
     assert.equal(s.busy, null);
     assert.equal(s.view, "fatal");
     assert.equal(s.fatalInfo.title, "This link has expired");
-    assert.equal(s.fatalInfo.noRetry, true);
+    assert.equal(s.fatalInfo.action, null);
     assert.match(s.fatalInfo.text, /still open for a while/);
     assert.equal(s.title(), "qbroker · This link has expired");
   });
 
-  test("a rejected token shows its screen with a manual retry; other closes change no screen", () => {
+  test("a rejected token shows its screen without a retry; other closes change no screen", () => {
     const s = page(question(TARGET));
     const screen = s.screen;
     s.disconnected(1006, "");
@@ -537,8 +538,11 @@ describe("the connection", () => {
     assert.equal(s.screen, screen);
     assert.equal(s.view, "question");
     s.disconnected(4403, "");
-    assert.equal(s.fatalInfo.title, "This token belongs to another session");
-    assert.equal(s.fatalInfo.noRetry, false);
+    assert.equal(s.fatalInfo.title, "This link is for another session");
+    assert.equal(s.fatalInfo.action, null);
+    s.disconnected(4401, "token expired", { signedIn: true });
+    assert.equal(s.fatalInfo.title, "You have been signed out");
+    assert.equal(s.fatalInfo.action, "signIn");
   });
 
   test("a questionnaire that ended while disconnected is explained on the idle screen", () => {
