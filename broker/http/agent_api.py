@@ -111,14 +111,21 @@ class AgentAPI:
             tool_input = _tool_input(
                 await read_body(receive, _header(headers, b"content-length"), MAX_BODY_BYTES, TOO_LARGE)
             )
+            reattach = _reattach(query)
             if isinstance(tool_input, StartInput):
                 key = _header(headers, b"idempotency-key")
                 if key is not None and not 1 <= len(key) <= MAX_IDEMPOTENCY_KEY:
                     raise invalid(f"Idempotency-Key must be 1-{MAX_IDEMPOTENCY_KEY} characters")
+                if reattach:
+                    if key is not None:
+                        raise invalid("reattach=true and an Idempotency-Key each make a repeated start safe: send one")
+                    return await broker.start_or_reattach(
+                        sid, tool_input.questions, wait, asked_by=sub, client_wait=client_wait
+                    )
                 return await broker.start_questionnaire(sid, tool_input.questions, key, wait, client_wait, asked_by=sub)
             assert isinstance(tool_input, ResumeInput)
-            if client_wait is not None:
-                raise invalid("clientWait applies to a start (a new questionnaire), not to a resume")
+            if client_wait is not None or reattach:
+                raise invalid("clientWait and reattach apply to a start (a new questionnaire), not to a resume")
             return await broker.resume(sid, tool_input, wait, sub=sub)
         if method == "DELETE":
             only(query, _NO_QUERY)
@@ -176,7 +183,7 @@ async def unknown_endpoint(scope: Scope, send: Send) -> None:
 # --- the query string ---------------------------------------------------------------------
 
 _WAIT_ONLY: Final = frozenset({"wait"})
-_START_QUERY: Final = frozenset({"wait", "clientWait"})
+_START_QUERY: Final = frozenset({"wait", "clientWait", "reattach"})
 _NO_QUERY: Final = frozenset[str]()
 
 
@@ -196,6 +203,17 @@ def _client_wait(query: list[tuple[str, str]], bound: float) -> float | None:
     given), from 0 to ``bound`` (QBROKER_MAX_CLIENT_WAIT). Checked by ``_wait`` for company."""
     raw = _value(query, "clientWait")
     return None if raw is None else _seconds(raw, "clientWait", bound)
+
+
+def _reattach(query: list[tuple[str, str]]) -> bool:
+    """``reattach=true``: a start that re-attaches to an identical one still open, as the
+    MCP endpoint's starts do (a command run again, such as ``qbroker ask``, asks once)."""
+    raw = _value(query, "reattach")
+    if raw is None:
+        return False
+    if raw != "true":
+        raise invalid(f"reattach must be true (or absent), got {raw[:40]!r}")
+    return True
 
 
 def _value(query: list[tuple[str, str]], name: str) -> str | None:

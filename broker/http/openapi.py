@@ -341,6 +341,15 @@ _CLIENT_WAIT: Final[Schema] = {
     "notification route covers the session); at most QBROKER_MAX_CLIENT_WAIT (default 3600). Refused on a resume.",
     "schema": {"type": "number", "minimum": 0, "maximum": 3600},
 }
+_REATTACH: Final[Schema] = {
+    "name": "reattach",
+    "in": "query",
+    "required": False,
+    "description": "On a start, instead of an Idempotency-Key: re-attach to an identical start (same session, "
+    "token sub and questions) that is still open, else start a new one, as the MCP endpoint's starts do. "
+    "Refused on a resume and together with an Idempotency-Key.",
+    "schema": {"type": "string", "enum": ["true"]},
+}
 _STATUS: Final[Schema] = {
     "name": "status",
     "in": "query",
@@ -389,7 +398,7 @@ def build_openapi() -> dict[str, Any]:
                 "post": {
                     "operationId": "callQuestionnaire",
                     "summary": "Start a questionnaire or resume one after a clarification; wait for an outcome.",
-                    "parameters": [_SID, _WAIT, _CLIENT_WAIT, _IDEMPOTENCY_KEY],
+                    "parameters": [_SID, _WAIT, _CLIENT_WAIT, _REATTACH, _IDEMPOTENCY_KEY],
                     "requestBody": {
                         "required": True,
                         "content": {"application/json": {"schema": _ref("ToolInput")}},

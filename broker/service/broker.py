@@ -176,12 +176,19 @@ class Broker:
         return await self.waits.write_and_wait(session_id, write, wait)
 
     async def start_or_reattach(
-        self, session_id: str, questions: tuple[Question, ...], wait: float, *, asked_by: str | None = None
+        self,
+        session_id: str,
+        questions: tuple[Question, ...],
+        wait: float,
+        *,
+        asked_by: str | None = None,
+        client_wait: float | None = None,
     ) -> tuple[int, dict[str, Any]]:
-        """A start whose caller sends no key (the MCP endpoint): it re-attaches to the
-        questionnaire that an identical earlier start made while that one is still open, and
-        starts a new one otherwise (the chain of keys of ``core/repeats.py``)."""
-        own_wait = self.first_client_wait(session_id)
+        """A start whose caller sends no key (the MCP endpoint, the agent API's
+        ``reattach=true``): it re-attaches to the questionnaire that an identical earlier
+        start made while that one is still open, and starts a new one otherwise (the chain of
+        keys of ``core/repeats.py``). ``client_wait``: as for ``start_questionnaire``."""
+        own_wait = self.first_client_wait(session_id, client_wait)
 
         def fresh() -> Questionnaire:
             return machine.start(

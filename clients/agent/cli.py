@@ -9,14 +9,22 @@ branch on it:
 
 Usage errors also exit 1 here (argparse's default is 2), so 2 always means "the person asked
 a question: answer it and run ``qbroker resume``".
+
+Both say at once, on stderr, that they wait for the person and where (the session and the
+page). Ctrl-C withdraws the questionnaire as the agent would (``cancelled``/``aborted``: the
+person's page says so) and exits 130; with ``--detach`` it only stops waiting, and the
+questionnaire stays open for the person. A start without ``--idempotency-key`` re-attaches
+to an identical start still open in the session (the broker's ``reattach=true``), so the
+same command run again while the first still waits asks once.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import shlex
 import sys
-import uuid
 from collections.abc import Callable
 from typing import Any, NoReturn, TextIO
 
@@ -24,6 +32,7 @@ from broker.core.model import MAX_CLARIFICATION
 from clients.cli_args import add_client_wait, add_retries, add_url_and_session
 
 EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130  # the shell's own code for a command ended by Ctrl-C (128 + SIGINT)
 
 _EXIT_HELP = """\
 exit status:
@@ -33,6 +42,8 @@ exit status:
   4  QUESTIONNAIRE_UNAVAILABLE          nobody could be asked (no client connected in time)
   1  error                              refused by the broker, unreachable, or bad input;
                                         the message on stderr names the error code
+130  interrupted (Ctrl-C)               the questionnaire was withdrawn (cancelled, aborted),
+                                        or with --detach left open for the person
 """
 
 _ASK_EPILOG = (
@@ -47,6 +58,9 @@ examples:
   cat examples/single.json | qbroker ask - --url http://127.0.0.1:8700 --session demo --json
   qbroker ask examples/onboarding.json --url http://127.0.0.1:8700 --session demo \\
       --idempotency-key onboarding-42 --timeout 600
+
+Run again while the first run still waits (another shell, after --detach or a lost
+terminal), the same command re-attaches to the same questionnaire instead of asking twice.
 
 """
     + _EXIT_HELP
@@ -88,6 +102,12 @@ def _common(parser: argparse.ArgumentParser) -> None:
         help="agent token (default: $QBROKER_TOKEN); mint one with `qbroker token --role agent`",
     )
     parser.add_argument(
+        "--detach",
+        action="store_true",
+        help="on Ctrl-C only stop waiting: the questionnaire stays open for the person (default: Ctrl-C"
+        " withdraws it, as the agent: cancelled, aborted)",
+    )
+    parser.add_argument(
         "--json",
         action="store_true",
         help="print the whole tool result {content, details, isError} as JSON instead of the text",
@@ -124,8 +144,8 @@ def configure_ask(parser: argparse.ArgumentParser) -> None:
         "--idempotency-key",
         default=None,
         metavar="KEY",
-        help="repeat a KEY to get the same questionnaire back instead of a second one "
-        "(default: a fresh uuid4, reused by this command's own retries)",
+        help="repeat a KEY to get the same questionnaire back, even after it ended, instead of a second one"
+        " (default: none; the same command re-attaches to its questionnaire while that one is open)",
     )
     add_client_wait(parser)
 
@@ -191,26 +211,20 @@ def run_ask(args: argparse.Namespace) -> int:
         tool_input = _read_tool_input(args.file, sys.stdin)
     except (OSError, ValueError) as exc:
         return _fail("ask", "bad_input", str(exc))
-    reattach = None
+    key = args.idempotency_key
+    reattach = retry = None
     if tool_input.get("action") == "start":
-        # Chosen here, not in the SDK, so that a timeout can say how to get the same
-        # questionnaire back: the same command with this key.
-        key = args.idempotency_key or str(uuid.uuid4())
-        args.idempotency_key = key
-        reattach = f"to wait for it again, run the same command with --idempotency-key {key}"
-        retry = (
-            f"The broker may have started it: the same command with --idempotency-key {key}"
-            " gets that questionnaire back, never a second one"
-        )
-    else:
-        retry = None
-    return _run(
-        "ask",
-        args,
-        lambda client: client.call(tool_input, idempotency_key=args.idempotency_key),
-        reattach,
-        retry,
-    )
+        again = f"the same command with --idempotency-key {key}" if key else "the same command"
+        reattach = f"to wait for it again, run {again}"
+        retry = f"The broker may have started it: {again} gets that questionnaire back, never a second one"
+
+    def call(client: Any, **kw: Any) -> Any:
+        return client.call(tool_input, idempotency_key=key, reattach=key is None, **kw)
+
+    # Ctrl-C before the broker's first answer: the same start again finds the questionnaire
+    # (the key, or the re-attach), to withdraw it.
+    find = call if tool_input.get("action") == "start" else None
+    return _run("ask", args, call, reattach, retry, find=find)
 
 
 def run_resume(args: argparse.Namespace) -> int:
@@ -220,27 +234,52 @@ def run_resume(args: argparse.Namespace) -> int:
     return _run(
         "resume",
         args,
-        lambda client: client.resume(args.questionnaire_id, args.revision, response),
+        lambda client, **kw: client.resume(args.questionnaire_id, args.revision, response, **kw),
+        known_id=args.questionnaire_id,
     )
+
+
+Call = Callable[..., Any]
+
+
+class _Found(Exception):
+    """Stops a call at the broker's first answer: the questionnaire it names."""
+
+    def __init__(self, pending: Any) -> None:
+        super().__init__(pending.questionnaire_id)
+        self.pending = pending
 
 
 def _run(
     command: str,
     args: argparse.Namespace,
-    call: Callable[[Any], Any],
+    call: Call,
     reattach: str | None = None,
     retry: str | None = None,
+    *,
+    find: Call | None = None,
+    known_id: str | None = None,
 ) -> int:
-    """Run one SDK call; ``reattach`` tells, after a timeout, how to wait for the outcome
-    again (default: the HTTP request that re-attaches); ``retry``, after the retries of a
-    transient failure ran out, how to try again safely."""
+    """Run one SDK call (``call(client, **kw)``); ``reattach`` tells, after a timeout, how
+    to wait for the outcome again (default: the HTTP request that re-attaches); ``retry``,
+    after the retries of a transient failure ran out, how to try again safely. After Ctrl-C
+    the questionnaire is ``known_id``, the last one the broker named, or the one ``find``
+    (the same call again) names."""
     from clients.agent.sdk import QBrokerError, QBrokerTimeout, ServiceUnavailable, TransportError, dumps_result
 
+    if not (args.token or os.environ.get("QBROKER_TOKEN")):
+        return _fail(
+            command,
+            "unauthorized",
+            f"no agent token: give --token TOKEN or set QBROKER_TOKEN (mint one with `qbroker token --session"
+            f" {shlex.quote(args.session)} --role agent`)",
+        )
     last: list[Any] = []
 
     def on_pending(pending: Any) -> None:
-        if not args.quiet and pending not in last:
-            last[:] = [pending]
+        news = pending not in last
+        last[:] = [pending]  # before the line: a Ctrl-C right after it must know the id
+        if news and not args.quiet:
             print(
                 f"qbroker {command}: waiting for the person (questionnaireId="
                 f"{pending.questionnaire_id} revision={pending.revision} step={pending.step})",
@@ -252,9 +291,15 @@ def _run(
         client = _make_client(args, on_pending=on_pending)
     except ValueError as exc:
         return _fail(command, "bad_arguments", str(exc))
+    if not args.quiet:
+        _say_where(command, args)
     try:
         with client:
-            result = call(client)
+            try:
+                result = call(client)
+            except KeyboardInterrupt:
+                qid = known_id or (last[0].questionnaire_id if last else None)
+                return _interrupted(command, args, client, qid, find)
     except QBrokerTimeout as exc:
         if exc.pending is None:
             return _fail(command, exc.code, exc.message)
@@ -277,8 +322,84 @@ def _run(
         print(dumps_result(result))
     else:
         print(result.text)
+        if result.status == "needs_clarification":
+            print(_resume_command(args, result))
     sys.stdout.flush()
     return int(result.exit_code)
+
+
+def _page(args: argparse.Namespace) -> str:
+    """Where the person answers: the broker's page (QBROKER_PUBLIC_URL when this shell has
+    it, as the broker's own links do), opened on the session."""
+    from urllib.parse import quote
+
+    base = (os.environ.get("QBROKER_PUBLIC_URL") or args.url or "").rstrip("/")
+    return f"{base}/#session={quote(args.session, safe=':')}"
+
+
+def _say_where(command: str, args: argparse.Namespace) -> None:
+    """At once, before the first long poll: nothing on screen for 30 s reads as a hang."""
+    on_interrupt = "stops waiting, the questions stay open" if args.detach else "withdraws the questions"
+    print(
+        f"qbroker {command}: waiting for the person in session {args.session}; they answer at {_page(args)}"
+        f" (or in `qbroker tui`). Ctrl-C {on_interrupt}.",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
+def _interrupted(command: str, args: argparse.Namespace, client: Any, qid: str | None, find: Call | None) -> int:
+    """Ctrl-C: withdraw the questionnaire as the agent (unless ``--detach``), and say so."""
+    from clients.agent.sdk import QBrokerError
+
+    where = f"questionnaire {qid}" if qid else "the questionnaire"
+    if args.detach:
+        print(
+            f"qbroker {command}: stopped waiting; {where} stays open for the person in session {args.session}."
+            " Run the same command again to wait for it.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    try:
+        if qid is None and find is not None:
+
+            def stop(pending: Any) -> None:
+                raise _Found(pending)
+
+            try:
+                ended = find(client, wait=0, on_pending=stop)
+            except _Found as found:
+                qid = found.pending.questionnaire_id
+            else:  # it had an outcome already: nothing left to withdraw
+                print(
+                    f"qbroker {command}: interrupted; questionnaire {ended.questionnaire_id} had ended"
+                    f" ({ended.status}).",
+                    file=sys.stderr,
+                )
+                return EXIT_INTERRUPTED
+        if qid is None:
+            print(f"qbroker {command}: interrupted before the broker named the questionnaire.", file=sys.stderr)
+            return EXIT_INTERRUPTED
+        result = client.abort(qid)
+    except QBrokerError as exc:
+        print(
+            f"qbroker {command}: interrupted, but {where} could not be withdrawn ({exc.code}: {exc.message});"
+            " it may still be open for the person.",
+            file=sys.stderr,
+        )
+        return EXIT_INTERRUPTED
+    how = "withdrawn (cancelled, aborted): the person's page says the agent withdrew its questions"
+    if result.cancellation_reason != "aborted":
+        how = f"had already ended ({result.status})"
+    print(f"qbroker {command}: interrupted; questionnaire {qid} {how}.", file=sys.stderr)
+    return EXIT_INTERRUPTED
+
+
+def _resume_command(args: argparse.Namespace, result: Any) -> str:
+    """The shell command that answers the person's question (the text above gives the tool call)."""
+    words = ["qbroker", "resume", "--id", result.questionnaire_id, "--revision", str(result.revision)]
+    words += ["--response", "YOUR ANSWER", "--url", args.url, "--session", args.session]
+    return "From a shell: " + " ".join(shlex.quote(word) for word in words)
 
 
 def _fail(command: str, code: str, message: str) -> int:

@@ -155,10 +155,18 @@ class QBrokerClient:
         client_wait: float | None = None,
         timeout: float | None = None,
         on_pending: PendingCallback | None = None,
+        reattach: bool = False,
     ) -> QuestionnaireResult:
-        """Send a raw tool input (``{"action": "start"|"resume", ...}``) as the seed defines it."""
+        """Send a raw tool input (``{"action": "start"|"resume", ...}``) as the seed defines it.
+        ``reattach``: a start with no key re-attaches to an identical one still open (the
+        broker's ``reattach=true``), so that running the same program again asks once."""
         exchange = self._core.call(
-            tool_input, idempotency_key=idempotency_key, wait=wait, client_wait=client_wait, timeout=timeout
+            tool_input,
+            idempotency_key=idempotency_key,
+            wait=wait,
+            client_wait=client_wait,
+            timeout=timeout,
+            reattach=reattach,
         )
         return self._drive(exchange, on_pending)
 
@@ -306,9 +314,15 @@ class AsyncQBrokerClient:
         client_wait: float | None = None,
         timeout: float | None = None,
         on_pending: PendingCallback | None = None,
+        reattach: bool = False,
     ) -> QuestionnaireResult:
         exchange = self._core.call(
-            tool_input, idempotency_key=idempotency_key, wait=wait, client_wait=client_wait, timeout=timeout
+            tool_input,
+            idempotency_key=idempotency_key,
+            wait=wait,
+            client_wait=client_wait,
+            timeout=timeout,
+            reattach=reattach,
         )
         return await self._drive(exchange, on_pending)
 

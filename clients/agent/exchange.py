@@ -122,13 +122,19 @@ class _Core:
         wait: float | None,
         timeout: float | None,
         client_wait: float | None = None,
+        reattach: bool = False,
     ) -> _Exchange:
         """POST a tool input verbatim (the broker validates it), then follow to an outcome.
-        ``client_wait`` (a start's only): how long it waits for a first client."""
+        ``client_wait`` (a start's only): how long it waits for a first client. ``reattach``
+        (a start's only, with no ``idempotency_key``): the broker's ``reattach=true`` makes
+        its retries safe instead of a key."""
         extra: dict[str, str] = {}
         params: dict[str, str] = {}
         if tool_input.get("action") == "start":
-            extra["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
+            if reattach and idempotency_key is None:
+                params["reattach"] = "true"
+            else:
+                extra["Idempotency-Key"] = idempotency_key or str(uuid.uuid4())
             client_wait = self.s.client_wait if client_wait is None else client_wait
             if client_wait is not None:
                 _check_client_wait(client_wait)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -145,6 +146,11 @@ async def test_clarification_exits_2_and_resume_finishes_it(live: BrokerProcess,
         marker, ids = first_line(asked.stdout)
         assert marker == "QUESTIONNAIRE_NEEDS_CLARIFICATION" and ids["revision"] == "1"
         assert "Is infra on call?" in asked.stdout
+        # The README's promise: the shell command that answers it, after the tool's own text.
+        assert asked.stdout.splitlines()[-1] == (
+            f"From a shell: qbroker resume --id {ids['questionnaireId']} --revision 1 --response 'YOUR ANSWER'"
+            f" --url {live.url} --session {sid}"
+        )
 
         resume = await qbroker(
             live,
@@ -205,7 +211,7 @@ async def test_ask_reattaches_after_a_202(live: BrokerProcess, sid: str) -> None
     async with person(live, sid) as someone:
         ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--wait", "0.3")
         question = await someone.wait_for("question")
-        line = await ask.stderr_line("waiting for the person")
+        line = await ask.stderr_line("questionnaireId=")
         assert f"questionnaireId={question['questionnaireId']}" in line
         await someone.answer(question, ["mit"])
         done = await ask.finish()
@@ -219,7 +225,7 @@ async def test_the_same_idempotency_key_twice_is_one_questionnaire(live: BrokerP
         first = await qbroker(live, sid, *args)
         question = await someone.wait_for("question")
         second = await qbroker(live, sid, *args, "--wait", "0.3")
-        line = await second.stderr_line("waiting for the person")
+        line = await second.stderr_line("questionnaireId=")
         assert f"questionnaireId={question['questionnaireId']}" in line  # attached to the same one
         await someone.answer(question, ["apache_2"])
         one, two = await first.finish(), await second.finish()
@@ -236,7 +242,12 @@ async def test_the_same_idempotency_key_twice_is_one_questionnaire(live: BrokerP
         (("ask", "-"), b'{"action": "start", "questions": []}', True, "error invalid_arguments: questionnaire:"),
         (("ask", "-"), b"not json", True, "error bad_input:"),
         (("ask", "/nonexistent/tool-input.json"), None, True, "error bad_input:"),
-        (("ask", str(EXAMPLES / "single.json")), None, False, "error unauthorized:"),
+        (
+            ("ask", str(EXAMPLES / "single.json")),
+            None,
+            False,
+            "error unauthorized: no agent token: give --token TOKEN or set QBROKER_TOKEN",
+        ),
         (("resume", "--id", "nope", "--revision", "1", "--response", "x"), None, True, "error unknown_questionnaire:"),
         (("resume", "--id", "nope", "--revision", "x", "--response", "x"), None, True, "invalid int value"),
     ],
@@ -248,3 +259,76 @@ async def test_errors_exit_1_and_name_the_code_on_stderr(
     assert done.code == 1
     assert expected in done.stderr
     assert done.stdout == ""
+
+
+# --- saying where it waits, Ctrl-C, running it again ------------------------------------------
+
+
+async def test_ask_says_at_once_that_it_waits_and_where(live: BrokerProcess, sid: str) -> None:
+    ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--client-wait", "60")
+    line = await ask.stderr_line("waiting for the person", timeout=5)  # not after the first 30 s poll
+    assert f"in session {sid}; they answer at {live.url}/#session={sid}" in line
+    assert "Ctrl-C withdraws the questions" in line
+    ask.process.send_signal(signal.SIGINT)
+    await ask.finish()
+
+
+@pytest.mark.parametrize("when", ["before-the-first-answer", "after-a-202"])
+async def test_ctrl_c_withdraws_the_questionnaire_as_the_agent_and_says_so(
+    live: BrokerProcess, sid: str, when: str
+) -> None:
+    wait = ("--wait", "0.3") if when == "after-a-202" else ()  # else the first POST is still waiting
+    async with person(live, sid) as someone:
+        ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), *wait)
+        question = await someone.wait_for("question")
+        await ask.stderr_line("questionnaireId=" if wait else "waiting for the person")
+        ask.process.send_signal(signal.SIGINT)
+        closed = await someone.wait_for("closed")
+        done = await ask.finish()
+    assert (closed["status"], closed["reason"]) == ("cancelled", "aborted")
+    assert closed["questionnaireId"] == question["questionnaireId"]
+    assert done.code == 130 and done.stdout == ""
+    assert f"interrupted; questionnaire {question['questionnaireId']} withdrawn (cancelled, aborted)" in done.stderr, (
+        done.stderr
+    )
+
+
+async def test_detach_leaves_it_open_and_the_same_command_again_re_attaches(live: BrokerProcess, sid: str) -> None:
+    args = ("ask", str(EXAMPLES / "single.json"), "--wait", "0.3", "--detach")
+    async with person(live, sid) as someone:
+        first = await qbroker(live, sid, *args)
+        question = await someone.wait_for("question")
+        assert "Ctrl-C stops waiting, the questions stay open" in await first.stderr_line("waiting for the person")
+        await first.stderr_line("questionnaireId=")
+        first.process.send_signal(signal.SIGINT)
+        left = await first.finish()
+        assert left.code == 130
+        assert f"questionnaire {question['questionnaireId']} stays open for the person" in left.stderr
+
+        again = await qbroker(live, sid, *args)
+        line = await again.stderr_line("questionnaireId=")
+        assert f"questionnaireId={question['questionnaireId']}" in line  # the same one, not asked twice
+        await someone.answer(question, ["mit"])
+        done = await again.finish()
+    assert done.code == 0, done.stderr
+    assert first_line(done.stdout)[1]["questionnaireId"] == question["questionnaireId"]
+    assert [f["questionnaireId"] for f in someone.received if f["type"] == "question"] == [question["questionnaireId"]]
+
+
+async def test_the_same_command_twice_at_once_asks_once_and_again_after_it_ended(live: BrokerProcess, sid: str) -> None:
+    async with person(live, sid) as someone:
+        one = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"))
+        question = await someone.wait_for("question")
+        two = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--wait", "0.3")
+        assert f"questionnaireId={question['questionnaireId']}" in await two.stderr_line("questionnaireId=")
+        await someone.answer(question, ["mit"])
+        first, second = await one.finish(), await two.finish()
+        assert (first.code, second.code) == (0, 0) and first.stdout == second.stdout
+        await someone.wait_for("idle")
+
+        # Ended: the same command asks anew.
+        three = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"))
+        fresh = await someone.wait_for("question")
+        assert fresh["questionnaireId"] != question["questionnaireId"]
+        await someone.answer(fresh, ["apache_2"])
+        assert (await three.finish()).code == 0

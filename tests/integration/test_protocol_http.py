@@ -14,7 +14,7 @@ import pytest
 from tests.helpers.clients import frames_since, person
 from tests.helpers.processes import token
 from tests.helpers.protocol import Agent, Deployment, error, pending, tool_result
-from tests.helpers.samples import multi, new_sid, single, start_body
+from tests.helpers.samples import multi, new_sid, resume_body, single, start_body
 
 # --- 202 / 200 shapes -------------------------------------------------------------------
 
@@ -419,6 +419,50 @@ async def test_concurrent_retries_with_one_key_make_one_questionnaire(agent: Age
     ids = {pending(r)["questionnaireId"] for r in responses}
     assert len(ids) == 1
     tool_result(await agent.delete(ids.pop()))
+
+
+async def reattaching_start(agent: Agent, *questions: dict[str, Any], key: str | None = None) -> httpx.Response:
+    extra = {"Idempotency-Key": key} if key is not None else {}
+    return await agent.http.post(
+        f"{agent.base_url}/v1/sessions/{agent.sid}/questionnaire",
+        params={"wait": "0", "reattach": "true"},
+        json=start_body(*questions),
+        headers=agent.headers(extra),
+    )
+
+
+async def test_reattach_true_joins_an_identical_open_start_and_asks_anew_once_it_ended(agent: Agent) -> None:
+    first = pending(await reattaching_start(agent, single()))
+    again = pending(await reattaching_start(agent, single()))
+    assert again["questionnaireId"] == first["questionnaireId"]
+    other = pending(await reattaching_start(agent, multi()))
+    assert other["questionnaireId"] != first["questionnaireId"]  # other questions: another questionnaire
+    plain = pending(await agent.start(single(), wait=0))
+    assert plain["questionnaireId"] != first["questionnaireId"]  # without reattach: a start is a start
+    tool_result(await agent.delete(first["questionnaireId"]))
+    after = pending(await reattaching_start(agent, single()))
+    assert after["questionnaireId"] != first["questionnaireId"]  # the first one ended: asked again
+    for qid in (after["questionnaireId"], other["questionnaireId"], plain["questionnaireId"]):
+        tool_result(await agent.delete(qid))
+
+
+async def test_reattach_takes_no_key_no_other_value_and_no_resume(agent: Agent) -> None:
+    message = error(await reattaching_start(agent, single(), key="k1"), 400, "invalid_arguments")
+    assert "send one" in message
+    response = await agent.http.post(
+        f"{agent.base_url}/v1/sessions/{agent.sid}/questionnaire",
+        params={"wait": "0", "reattach": "1"},
+        json=start_body(single()),
+        headers=agent.headers(),
+    )
+    assert "reattach must be true" in error(response, 400, "invalid_arguments")
+    response = await agent.http.post(
+        f"{agent.base_url}/v1/sessions/{agent.sid}/questionnaire",
+        params={"wait": "0", "reattach": "true"},
+        json=resume_body("q", 1, "r"),
+        headers=agent.headers(),
+    )
+    assert "not to a resume" in error(response, 400, "invalid_arguments")
 
 
 # --- tokens ------------------------------------------------------------------------------
