@@ -197,7 +197,7 @@ def _admin_token(args: argparse.Namespace) -> str | None:
 
 def _own_broker_url() -> str:
     """Where ``qbroker serve`` on this host listens, by the same settings it reads."""
-    from broker.config import Config
+    from broker.runtime.config import Config
 
     try:
         return Config.from_env().own_url()
