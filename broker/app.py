@@ -25,6 +25,7 @@ from broker.http import agent_api, push, record
 from broker.http.inbox import INBOX_HTTP_PATH, InboxAPI
 from broker.http.openapi import build_openapi
 from broker.http.operator import REVOCATIONS_PATH, OperatorAPI
+from broker.http.signin import SIGNIN_PATH, page_endpoint, sign_in_settings
 from broker.notify.config import load_routes
 from broker.remote_mcp import McpEndpoint
 from broker.remote_mcp import match as mcp_match
@@ -91,6 +92,9 @@ class BrokerApp:
                 return
             if scope["path"] == INBOX_HTTP_PATH:
                 await self._inbox_api(scope, receive, send)
+                return
+            if scope["path"] == SIGNIN_PATH:
+                await sign_in_settings(self.broker.config, scope, send)
                 return
             mcp = mcp_match(scope["path"])
             if mcp is not None:
@@ -167,6 +171,8 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
         *push.ROUTES,
     ]
     if web_dir is not None:
+        page = page_endpoint(web_dir, config)  # where people sign in, its policy names the provider
+        routes += [Route("/", page), Route("/index.html", page)]
         routes.append(Mount("/", StaticFiles(directory=web_dir, html=True), name="web"))
     web = Starlette(routes=routes)
     web.state.broker = broker

@@ -230,7 +230,10 @@ class Notifier:
         the route leaves it out) and the link; never answers, Other or clarification texts."""
         question = reminders.waiting_question(state) if route.include_prompt else None
         link = f"{self.config.link_base()}/#session={state.session_id}"
-        if route.link_token:
+        if self.config.sign_in() is not None:
+            # People sign in: the link carries no token, and names the question to open after.
+            link += f"&questionnaire={state.id}"
+        elif route.link_token:
             token = mint_token(self.config.secret or "", state.session_id, "client", ttl=LINK_TOKEN_TTL)
             link += f"&token={token}"
         return Notification(

@@ -203,6 +203,11 @@ class Config:
     jwt_sub_claim: str = "sub"
     # A token whose key id the cached JWKS lacks fetches it again, at most this often.
     jwks_refetch_interval: float = 60.0
+    # People sign in with that identity provider (docs/web-client.md, "Signing in"): the id of
+    # its public client for the page and the terminal client (None: no sign-in, links carry
+    # tokens), and the scopes they ask for.
+    oidc_client_id: str | None = None
+    oidc_scope: str = "openid"
     # Notifications (docs/notifications.md): the routes' file, the wait for a first client
     # in a session a route covers, the bound on an agent's own ?clientWait, the base of the
     # links, and the delivery queue (its size, the first retry's delay, doubled per attempt,
@@ -277,6 +282,8 @@ class Config:
             jwt_role_claim=_claim_name(e, "QBROKER_JWT_ROLE_CLAIM", cls.jwt_role_claim),
             jwt_sub_claim=_claim_name(e, "QBROKER_JWT_SUB_CLAIM", cls.jwt_sub_claim),
             jwks_refetch_interval=_float(e, "QBROKER_JWKS_REFETCH_INTERVAL", cls.jwks_refetch_interval),
+            oidc_client_id=e.get("QBROKER_OIDC_CLIENT_ID", "").strip() or None,
+            oidc_scope=" ".join(e.get("QBROKER_OIDC_SCOPE", cls.oidc_scope).split()) or cls.oidc_scope,
             vapid_private_key=(e.get("QBROKER_VAPID_PRIVATE_KEY") or "").strip() or None,
             vapid_subject=(e.get("QBROKER_VAPID_SUBJECT") or "").strip() or None,
             push_services=_push_services(e),
@@ -360,10 +367,22 @@ class Config:
                         " the password goes in the URL: redis://:password@host:6379/0)"
                     )
 
+    def sign_in(self) -> dict[str, str] | None:
+        """What the page and the terminal client need to sign people in (GET /v1/signin),
+        or None when people do not sign in."""
+        if self.oidc_client_id is None or self.jwt_issuer is None:
+            return None
+        return {"issuer": self.jwt_issuer, "clientId": self.oidc_client_id, "scope": self.oidc_scope}
+
     def _check_identity_provider(self) -> None:
         """The JWKS settings go together: without an issuer and an audience, any token the
         identity provider signs, for any application, would be accepted."""
         pair = (("QBROKER_JWT_ISSUER", bool(self.jwt_issuer)), ("QBROKER_JWT_AUDIENCE", bool(self.jwt_audience)))
+        if self.oidc_client_id is not None and self.jwks_url is None:
+            raise SystemExit(
+                "qbroker: QBROKER_OIDC_CLIENT_ID needs QBROKER_JWKS_URL, QBROKER_JWT_ISSUER and QBROKER_JWT_AUDIENCE:"
+                " people sign in with the identity provider whose tokens the broker trusts"
+            )
         if self.jwks_url is None:
             stray = [name for name, given in pair if given]
             if stray:

@@ -15,6 +15,7 @@
  *     reconnect.mjs      what a close means, and the backoff
  *     refusals.mjs       what the page says when the broker turns its token away
  *     link.mjs           the link in the URL fragment, what it opens, the websockets' URLs
+ *     signin.mjs         signing in with the team's identity provider (code flow with PKCE)
  *     inbox.mjs          the inbox's list, its order and count, the next one to offer
  *     text.mjs           counting characters as the broker does, phrasing
  *     push.mjs           web push: the key's bytes, the button's states, the broker's answers
@@ -25,6 +26,7 @@
  *     refusal-view.mjs   the screen for a refused token (the session page's and the inbox's)
  *     inbox-page.mjs     the page as the inbox; inbox-view.mjs its screen
  *     token-memory.mjs   the token remembered in this browser, when the person asks
+ *     sign-in-page.mjs   the sign-in's round trip, its tokens, renewing them
  *     question-view.mjs  the question card; parts.mjs what it shares with the wait
  *     cancel-dialog.mjs  the confirmation before cancelling
  *     secret-dialog.mjs  "This looks like a secret": Edit, or Send anyway
@@ -42,6 +44,8 @@ import { createConnection } from "./connection.mjs";
 import { $ } from "./dom.mjs";
 import { createInboxPage } from "./inbox-page.mjs";
 import { parseFragment, route, websocketUrl } from "./link.mjs";
+import { createSignIn, loadSignInSettings } from "./sign-in-page.mjs";
+import { linkTarget, parseCallback, SIGN_IN_ENDED, SIGNED_OUT, signInProblem, targetFragment, tokenSubject } from "./signin.mjs";
 import { announce, toast } from "./notices.mjs";
 import { createNotifyButton } from "./notify-button.mjs";
 import { createSecretDialog } from "./secret-dialog.mjs";
@@ -54,6 +58,7 @@ let connection = null; // the session's websocket
 let deadline = { at: null, timer: null };
 let inbox = null; // the inbox (inbox-page.mjs) when the page was opened as one
 let notifyButton = null; // "Notify me on this device", for the page's token
+let auth = null; // the person's sign-in (sign-in-page.mjs) where the broker has one
 
 const now = () => Date.now();
 
@@ -81,6 +86,7 @@ const actions = {
     if (connection) connection.restart();
   },
   forget: () => forget(),
+  signIn: () => signIn(),
 };
 
 const view = createView(actions, (title) => (inbox ? inbox.title(title) : title));
@@ -148,6 +154,7 @@ function startSession(session, token, origin) {
     url: websocketUrl(session, window.location.href),
     token,
     signedIn: origin.signedIn,
+    renew: origin.signedIn ? () => auth.renew() : null,
     onStatus,
     onFrame: (frame) => {
       apply(model.receive(frame, now(), view.otherFocused()));
@@ -169,9 +176,17 @@ function forget() {
   announce("This browser has forgotten your token.");
 }
 
+/** The setup screen: `problem` in link.mjs's shape; `signIn`: offer "Sign in". */
+function showSetup(where, problem, signIn) {
+  view.showSession(null);
+  apply(model.setup(where, problem, signIn));
+  onStatus("failed", problem.status); // the pill says what the screen says
+}
+
 /** (Re)start from the link in the fragment: at load, and whenever the fragment changes.
  * `note`: what the setup screen says instead of what is wrong with the link (link.mjs's
- * shape). */
+ * shape). A link's own token wins; then the person's sign-in, where the broker has one; then
+ * the token this browser remembers. */
 function start(note) {
   stopSession();
   if (inbox) {
@@ -182,12 +197,14 @@ function start(note) {
     notifyButton.stop();
     notifyButton = null;
   }
-  const where = route(parseFragment(window.location.hash), window.location.search, rememberedToken());
+  const params = parseFragment(window.location.hash);
+  if (auth && !params.token) {
+    startSignedIn(linkTarget(window.location.hash), note);
+    return;
+  }
+  const where = route(params, window.location.search, rememberedToken());
   if (where.mode === "setup") {
-    const problem = note && note.title ? note : where.problem;
-    view.showSession(null);
-    apply(model.setup(where, problem, false));
-    onStatus("failed", problem.status); // the pill says what the screen says
+    showSetup(where, note && note.title ? note : where.problem, false);
     return;
   }
   const origin = { remembered: where.remembered, signedIn: false };
@@ -207,13 +224,84 @@ function start(note) {
   startSession(where.session, where.token, origin);
 }
 
+/** Where people sign in: the inbox of the person's sessions, opening the questionnaire a
+ * link names (`target`); "Sign in" until they have. */
+function startSignedIn(target, note) {
+  if (!auth.signedIn()) {
+    showSetup({ session: target.session, token: "" }, note && note.title ? note : signInProblem(target), true);
+    return;
+  }
+  const origin = { remembered: false, signedIn: true };
+  const token = () => auth.token();
+  inbox = createInboxPage({
+    token,
+    signedIn: true,
+    renew: () => auth.renew(),
+    who: tokenSubject(auth.token()),
+    target,
+    view,
+    openSession: (session) => startSession(session, token, origin),
+    closeSession: stopSession,
+    forget,
+    signIn,
+    signOut,
+  });
+  inbox.start();
+}
+
+/** "Sign in" (again): to the provider, back at the question the link names, if any. */
+function signIn() {
+  const target = linkTarget(window.location.hash);
+  auth.begin(target.session ? target : null).catch((err) => {
+    showSetup({ session: target.session, token: "" }, { kind: "provider", title: "Sign-in is not available",
+      status: "Signed out", text: "The sign-in service could not be reached (" + err.message + "). Try again in a moment." }, true);
+  });
+}
+
+function signOut() {
+  auth.signOut().finally(() => {
+    window.history.replaceState(null, "", window.location.pathname);
+    start(SIGNED_OUT);
+    announce("You have signed out.");
+  });
+}
+
+/** The sign-in ended by itself (its refresh was refused): "Sign in" again, where the person was. */
+function signInLost() {
+  start(SIGN_IN_ENDED);
+}
+
 function retryNow() {
   if (connection) connection.retryNow();
   if (inbox) inbox.retryNow();
 }
 
+/** Back from the provider, or opened anew: what sign-in there is, then the page. */
+async function boot() {
+  const settings = await loadSignInSettings();
+  if (settings) {
+    auth = createSignIn(settings, signInLost);
+    const callback = parseCallback(window.location.hash);
+    if (callback) {
+      try {
+        const target = await auth.complete(callback);
+        // The code leaves the address bar; the question the link named comes back.
+        window.history.replaceState(null, "", window.location.pathname + targetFragment(target));
+      } catch (err) {
+        window.history.replaceState(null, "", window.location.pathname);
+        start({ kind: "sign_in_failed", title: "Sign-in did not finish", status: "Signed out",
+          text: "The sign-in service said: " + err.message + ". Sign in again." });
+        return;
+      }
+    } else {
+      await auth.resume();
+    }
+  }
+  window.addEventListener("hashchange", () => start());
+  start();
+}
+
 $("conn-retry").addEventListener("click", retryNow);
-window.addEventListener("hashchange", () => start());
 window.addEventListener("online", retryNow);
 document.addEventListener("visibilitychange", () => {
   if (!document.hidden) {
@@ -221,4 +309,4 @@ document.addEventListener("visibilitychange", () => {
     retryNow();
   }
 });
-start();
+boot();

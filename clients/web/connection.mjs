@@ -8,6 +8,7 @@
  */
 
 import { backoffDelay, closeVerdict, countdown, failedStatus, lostStatus } from "./reconnect.mjs";
+import { refusalKind } from "./refusals.mjs";
 
 export const SUBPROTOCOL = "qbroker.v1.json";
 const CLIENT = { kind: "web", name: "qbroker web" };
@@ -22,6 +23,8 @@ const isWelcomeFrame = (frame) => frame.type === "welcome";
  * url, token: the session's websocket and the client token for its hello (a function giving
  *   it for a token that changes, as a signed-in person's does when it is refreshed).
  * signedIn: the token came from signing in (the state line after a refusal says so).
+ * renew(): a promise of a fresh token (true) or none (false): a close for an expired token
+ *   renews it and connects again instead of failing (a signed-in person's access token ran out).
  * onStatus(state, text, detail): state is connecting | connected | waiting | offline | failed;
  *   `text` says it, `detail` is the countdown next to it.
  * onFrame(frame): every frame (an object), welcome included, after the connection's own
@@ -31,13 +34,14 @@ const isWelcomeFrame = (frame) => frame.type === "welcome";
  * isWelcome(frame): the frame that says the hello was accepted (default: `welcome`; the
  *   inbox socket's first list says it too).
  */
-export function createConnection({ url, token, signedIn = false, onStatus, onFrame, onClose, onUnreadable, isWelcome = isWelcomeFrame }) {
+export function createConnection({ url, token, signedIn = false, renew = null, onStatus, onFrame, onClose, onUnreadable, isWelcome = isWelcomeFrame }) {
   let ws = null;
   let state = "connecting";
   let text = "";
   let attempt = 0; // reconnect attempts since the last welcome
   let everConnected = false;
   let retryAt = 0;
+  let stopped = false;
   const timers = { retry: null, hello: null, pong: null, ping: null, countdown: null };
 
   function setStatus(next, line, detail) {
@@ -119,6 +123,19 @@ export function createConnection({ url, token, signedIn = false, onStatus, onFra
 
   function closed(code, reason) {
     clearTimers();
+    if (renew && refusalKind(code, reason) === "expired") {
+      setStatus("connecting", "Renewing your sign-in…");
+      renew().then((ok) => {
+        if (stopped) return;
+        if (ok) connect();
+        else afterClose(code, reason);
+      });
+      return;
+    }
+    afterClose(code, reason);
+  }
+
+  function afterClose(code, reason) {
     onClose(code, reason);
     const verdict = closeVerdict(code, reason);
     if (verdict === "retry") scheduleReconnect(code, reason);
@@ -170,6 +187,7 @@ export function createConnection({ url, token, signedIn = false, onStatus, onFra
     },
     /** For good (the page switches to another session). */
     stop() {
+      stopped = true;
       clearTimers();
       if (ws) {
         const old = ws;

@@ -30,9 +30,14 @@ const AGES_MS = 30000; // "3 min ago" is redrawn this often while the list is on
  * view: the page's view (view.mjs): the top bar and the tab's title.
  * openSession(sessionId), closeSession(): app.mjs's, to answer in place.
  * forget(), signIn(): app.mjs's "Forget my token" and "Sign in again".
- * signedIn: the token came from signing in (then `token` is a function: it is refreshed).
+ * signedIn: the token came from signing in (then `token` is a function: it is refreshed);
+ *   `who` is the person signed in, `signOut()` app.mjs's "Sign out", `renew()` a fresh token.
+ * target: {session, questionnaire} a link named: opened as soon as the list has it.
  */
-export function createInboxPage({ token, signedIn = false, view, openSession, closeSession, forget, signIn }) {
+export function createInboxPage({
+  token, signedIn = false, renew = null, who = "", target = null, view, openSession, closeSession, forget, signIn,
+  signOut,
+}) {
   const state = new InboxState();
   let fatal = null;
   let asking = false; // the browser's permission prompt is open
@@ -40,14 +45,16 @@ export function createInboxPage({ token, signedIn = false, view, openSession, cl
   let agesTimer = null;
 
   const inboxView = createInboxView({
-    choose, answerNext, askNotifications, remember, forget, tryAgain, signIn,
+    choose, answerNext, askNotifications, remember, forget, tryAgain, signIn, signOut,
   });
+  let pending = target && target.session ? target : null; // the link's questionnaire, until opened
   $("inbox-back").onclick = back;
 
   const connection = createConnection({
     url: inboxWebsocketUrl(window.location.href),
     token,
     signedIn,
+    renew,
     isWelcome: (frame) => frame.type === "welcome" || frame.type === "inbox",
     onStatus: (next, text, detail) => {
       status = { state: next, text, detail };
@@ -66,7 +73,7 @@ export function createInboxPage({ token, signedIn = false, view, openSession, cl
   function settings() {
     const stored = rememberedToken();
     return { notify: notificationControl(permission()), asking, remembered: !!stored && stored === token,
-      storage: canRemember() };
+      storage: canRemember(), signedIn, who };
   }
 
   function othersWaiting() {
@@ -88,6 +95,7 @@ export function createInboxPage({ token, signedIn = false, view, openSession, cl
     if (!out.changed) return;
     fatal = null;
     refresh();
+    if (pending && state.loaded) openTarget();
     if (!out.arrived.length) return;
     if (!state.answering) announce(arrivalAnnouncement(out.arrived, state.waitingCount()));
     notify(out.arrived);
@@ -100,6 +108,18 @@ export function createInboxPage({ token, signedIn = false, view, openSession, cl
     fatal = screen;
     view.showOther("qbroker · " + screen.title);
     if (!state.answering) refresh();
+  }
+
+  /** The questionnaire a link named (else the first one waiting in its session), once. */
+  function openTarget() {
+    const wanted = pending;
+    pending = null;
+    if (state.answering) return;
+    const exact = state.get(itemKey(wanted.session, wanted.questionnaire));
+    const inSession = state.list().find((item) => item.sessionId === wanted.session && item.status === WAITING);
+    const item = exact || inSession;
+    if (item) choose(itemKey(item.sessionId, item.questionnaireId));
+    else announce("The question that link named is no longer waiting for you.");
   }
 
   /** Only in a background tab, only with the person's permission, only the agent's text. */

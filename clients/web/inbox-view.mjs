@@ -11,7 +11,7 @@ import { $, h } from "./dom.mjs";
 import { describeItem, itemName } from "./inbox.mjs";
 import { refusalPanel } from "./refusal-view.mjs";
 
-/** `actions`: choose(key), answerNext(), askNotifications(), remember(), forget(), tryAgain(), signIn(). */
+/** `actions`: choose(key), answerNext(), askNotifications(), remember(), forget(), tryAgain(), signIn(), signOut(). */
 export function createInboxView(actions) {
   const ids = new Map(); // item key -> a DOM id of its own
   let idSeq = 0;
@@ -91,6 +91,10 @@ export function createInboxView(actions) {
           h("p", { class: "inbox-setting-text", id: "notify-text" }),
           h("button", { type: "button", class: "btn btn-secondary", id: "notify-ask",
             onclick: () => actions.askNotifications() })),
+        h("div", { class: "inbox-setting", id: "account-setting", hidden: true },
+          h("p", { class: "inbox-setting-text", id: "account-text" }),
+          h("button", { type: "button", class: "btn btn-secondary", id: "sign-out", text: "Sign out",
+            onclick: () => actions.signOut() })),
         h("div", { class: "inbox-setting", id: "remember-setting" },
           h("p", { class: "inbox-setting-text", id: "remember-text" }),
           h("button", { type: "button", class: "btn btn-secondary", id: "remember-token",
@@ -151,6 +155,10 @@ export function createInboxView(actions) {
       : "Without the link, this page cannot find your inbox again. Keep the token in this browser only if nobody else uses it.");
     $("remember-token").hidden = settings.remembered || !settings.storage;
     $("forget-token").hidden = !settings.remembered;
+    // Signed in, there is no token to remember: the sign-in is the way back.
+    $("remember-setting").hidden = !!settings.signedIn;
+    $("account-setting").hidden = !settings.signedIn;
+    if (settings.signedIn) setText($("account-text"), settings.who ? "Signed in as " + settings.who + "." : "Signed in.");
   }
 
   return {
