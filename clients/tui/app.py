@@ -32,6 +32,7 @@ from clients.cli_args import add_url_and_session
 from clients.tui.connection import Connection, inbox_websocket_url, validate_session, websocket_url
 from clients.tui.inbox_model import InboxModel, InboxSocket, SessionSocket
 from clients.tui.model import TuiModel
+from clients.tui.sign_in import SignedIn, SignInError, kept_path, sign_in, sign_in_settings, sign_out
 
 if TYPE_CHECKING:
     from prompt_toolkit.application import Application
@@ -98,15 +99,32 @@ def configure(parser: argparse.ArgumentParser) -> None:
         help="a client token for the session, or for a pattern of sessions with --inbox (default: $QBROKER_TOKEN)",
     )
     parser.add_argument("--name", default=None, help="how this client is named to the broker (default: tui@HOST)")
+    parser.add_argument(
+        "--sign-out",
+        action="store_true",
+        help="where the broker signs people in: forget the sign-in this user keeps (see docs/tui.md), and exit",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.sign_out:
+        return _sign_out(args.url)
+    token = args.token or os.environ.get("QBROKER_TOKEN", "")
+    credentials: SignedIn | None = None
+    if not token:
+        # Where the broker signs people in, the person signs in instead of pasting a token.
+        try:
+            credentials = _signed_in(args.url)
+        except SignInError as exc:
+            print(f"qbroker tui: {exc}", file=sys.stderr)
+            return 1
+        if credentials is None:
+            print("qbroker tui: no token: pass --token or set QBROKER_TOKEN", file=sys.stderr)
+            return 2
+        token = credentials.token
+        args.inbox = args.inbox or not args.session  # a person's sign-in covers their sessions
     if not args.inbox and not args.session:
         print("qbroker tui: no session: pass --session (or set QBROKER_SESSION), or --inbox", file=sys.stderr)
-        return 2
-    token = args.token or os.environ.get("QBROKER_TOKEN", "")
-    if not token:
-        print("qbroker tui: no token: pass --token or set QBROKER_TOKEN", file=sys.stderr)
         return 2
     if not args.inbox:
         problem = validate_session(args.session)
@@ -122,10 +140,10 @@ def run(args: argparse.Namespace) -> int:
     model: TuiModel | InboxModel
     if args.inbox:
         model = InboxModel(ws_url, lambda sid: websocket_url(args.url, sid), time.time)
-        main = _main_inbox(model, args.url, ws_url, token, name)
+        main = _main_inbox(model, args.url, ws_url, token, name, credentials)
     else:
         model = TuiModel(args.session, ws_url)
-        main = _main(model, ws_url, token, name)
+        main = _main(model, ws_url, token, name, credentials)
     try:
         code = asyncio.run(main)
     except KeyboardInterrupt:
@@ -133,6 +151,36 @@ def run(args: argparse.Namespace) -> int:
     if model.fatal_message:
         print(f"qbroker tui: {model.fatal_message}", file=sys.stderr)
     return code
+
+
+def _signed_in(url: str) -> SignedIn | None:
+    """The person signed in (the device flow, or the sign-in kept from last time), or None
+    where the broker does not sign people in."""
+    import httpx
+
+    http = httpx.Client()
+    settings = sign_in_settings(url, http)
+    if settings is None:
+        http.close()
+        return None
+    return sign_in(settings, http, sys.stdout)
+
+
+def _sign_out(url: str) -> int:
+    import httpx
+
+    with httpx.Client() as http:
+        try:
+            settings = sign_in_settings(url, http)
+        except SignInError as exc:
+            print(f"qbroker tui: {exc}", file=sys.stderr)
+            return 1
+        if settings is None:
+            print("qbroker tui: nobody signs in on this broker: there is no sign-in to forget", file=sys.stderr)
+            return 2
+        had = sign_out(settings, http)
+    print(f"Signed out: {kept_path()} is gone." if had else "You were not signed in.")
+    return 0
 
 
 class Screen(Protocol):
@@ -239,27 +287,29 @@ def _build_app(model: Screen, conn: Sender, refresh_interval: float | None = Non
     return app
 
 
-async def _main(model: TuiModel, ws_url: str, token: str, name: str) -> int:
+async def _main(model: TuiModel, ws_url: str, token: str, name: str, credentials: SignedIn | None) -> int:
     app_ref: list[Application[int]] = []
 
     def redraw() -> None:
         if app_ref:
             app_ref[0].invalidate()
 
-    conn = Connection(model, ws_url, token, name, redraw)
+    conn = Connection(model, ws_url, token, name, redraw, credentials=credentials)
     app = _build_app(model, conn)
     app_ref.append(app)
     return await _run(app, conn)
 
 
-async def _main_inbox(model: InboxModel, base_url: str, ws_url: str, token: str, name: str) -> int:
+async def _main_inbox(
+    model: InboxModel, base_url: str, ws_url: str, token: str, name: str, credentials: SignedIn | None
+) -> int:
     app_ref: list[Application[int]] = []
 
     def redraw() -> None:
         if app_ref:
             app_ref[0].invalidate()
 
-    sessions = _SessionSockets(model, base_url, token, name, redraw)
+    sessions = _SessionSockets(model, base_url, token, name, redraw, credentials)
     inbox = Connection(
         InboxSocket(model),
         ws_url,
@@ -267,6 +317,7 @@ async def _main_inbox(model: InboxModel, base_url: str, ws_url: str, token: str,
         name,
         sessions.changed,
         ready=("welcome", "inbox"),
+        credentials=credentials,
     )
     app = _build_app(model, sessions, refresh_interval=AGES_REFRESH)
     app_ref.append(app)
@@ -280,10 +331,13 @@ class _SessionSockets:
     """The socket of the session being answered from the inbox, opened and closed as the
     model's ``session_wanted`` says, after every frame and every key."""
 
-    def __init__(self, model: InboxModel, base_url: str, token: str, name: str, redraw: Any) -> None:
+    def __init__(
+        self, model: InboxModel, base_url: str, token: str, name: str, redraw: Any, credentials: SignedIn | None
+    ) -> None:
         self.model = model
         self.base_url = base_url
         self.token = token
+        self.credentials = credentials
         self.name = name
         self.redraw = redraw
         self.current: tuple[str, Connection, asyncio.Task[None]] | None = None
@@ -295,7 +349,14 @@ class _SessionSockets:
             self.current = None
         if wanted is not None and self.current is None:
             url = websocket_url(self.base_url, wanted)
-            conn = Connection(SessionSocket(self.model, wanted), url, self.token, self.name, self.changed)
+            conn = Connection(
+                SessionSocket(self.model, wanted),
+                url,
+                self.token,
+                self.name,
+                self.changed,
+                credentials=self.credentials,
+            )
             self.current = (wanted, conn, asyncio.create_task(conn.run()))
 
     def changed(self) -> None:

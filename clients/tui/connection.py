@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 from urllib.parse import quote, urlsplit, urlunsplit
 
-from broker.core.status import CloseCode
+from broker.core.status import CloseCode, CloseReason
 from broker.core.wire import SESSION_ID_RULE, is_session_id
 
 
@@ -96,6 +96,14 @@ def describe_close(code: int | None, reason: str = "") -> str:
     return text
 
 
+class Credentials(Protocol):
+    """A token that can be renewed (``sign_in.SignedIn``)."""
+
+    token: str
+
+    def renew(self) -> bool: ...
+
+
 class Connection:
     """One websocket at a time to the session (or the inbox), re-opened with backoff until
     told to stop. ``ready``: the frame types that say the hello was accepted (the inbox
@@ -109,10 +117,14 @@ class Connection:
         name: str,
         on_change: Any,
         ready: tuple[str, ...] = ("welcome",),
+        credentials: Credentials | None = None,
     ) -> None:
         self.model = model
         self.url = url
         self.token = token
+        # A signed-in person's (sign_in.py): its token is read at each hello, and renewed
+        # when the broker closes the socket for an expired one.
+        self.credentials = credentials
         self.name = name
         self.on_change = on_change  # called after every state change (redraw)
         self.ready = ready
@@ -135,7 +147,7 @@ class Connection:
         while True:
             self.model.connecting(attempt)
             self.on_change()
-            reason = "connection lost"
+            reason, why = "connection lost", ""
             try:
                 async with connect(
                     self.url,
@@ -151,7 +163,7 @@ class Connection:
                         raise ConnectionError(reason)
                     hello = {
                         "type": "hello",
-                        "token": self.token,
+                        "token": self.credentials.token if self.credentials else self.token,
                         "client": {"kind": "tui", "name": self.name},
                     }
                     await ws.send(json.dumps(hello))
@@ -173,13 +185,20 @@ class Connection:
                     reason = describe_close(code, why)
             except ConnectionClosed as exc:
                 code = exc.rcvd.code if exc.rcvd else None
-                reason = describe_close(code, exc.rcvd.reason if exc.rcvd else "")
+                why = exc.rcvd.reason if exc.rcvd else ""
+                reason = describe_close(code, why)
             except InvalidURI as exc:
                 self._give_up(f"invalid URL: {exc}")
                 return
             except (OSError, InvalidHandshake, TimeoutError, ConnectionError, ValueError) as exc:
-                code = None
+                code, why = None, ""
                 reason = _network_reason(exc)
+            if code == CloseCode.BAD_TOKEN and why == CloseReason.TOKEN_EXPIRED and self.credentials is not None:
+                if await asyncio.to_thread(self.credentials.renew):
+                    attempt = 0
+                    continue  # the same socket again, with the new token
+                self._give_up("your sign-in has ended: run qbroker tui again to sign in")
+                return
             if code in FATAL_CLOSE_CODES:
                 self._give_up(reason)
                 return
