@@ -115,6 +115,9 @@ def run(args: argparse.Namespace) -> int:
         # Where the broker signs people in, the person signs in instead of pasting a token.
         try:
             credentials = _signed_in(args.url)
+        except _Unasked as exc:
+            print(f"qbroker tui: no token: pass --token or set QBROKER_TOKEN ({exc})", file=sys.stderr)
+            return 2
         except SignInError as exc:
             print(f"qbroker tui: {exc}", file=sys.stderr)
             return 1
@@ -153,13 +156,21 @@ def run(args: argparse.Namespace) -> int:
     return code
 
 
+class _Unasked(SignInError):
+    """The broker could not be asked whether people sign in there."""
+
+
 def _signed_in(url: str) -> SignedIn | None:
     """The person signed in (the device flow, or the sign-in kept from last time), or None
     where the broker does not sign people in."""
     import httpx
 
     http = httpx.Client()
-    settings = sign_in_settings(url, http)
+    try:
+        settings = sign_in_settings(url, http)
+    except SignInError as exc:
+        http.close()
+        raise _Unasked(f"{exc}, to ask whether people sign in there") from None
     if settings is None:
         http.close()
         return None

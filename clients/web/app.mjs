@@ -198,7 +198,8 @@ function start(note) {
     notifyButton = null;
   }
   const params = parseFragment(window.location.hash);
-  if (auth && !params.token) {
+  // Signed in, or not yet and no token remembered from before people signed in here.
+  if (auth && !params.token && (auth.signedIn() || !rememberedToken())) {
     startSignedIn(linkTarget(window.location.hash), note);
     return;
   }

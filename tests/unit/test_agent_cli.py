@@ -58,6 +58,8 @@ def test_ask_exit_code_says_what_happened(
     assert main(["ask", "-", *ARGS]) == code
     out = capsys.readouterr().out
     assert out.startswith(f"QUESTIONNAIRE_{status.upper()} questionnaireId={QID}")
+    resume = f"From a shell: qbroker resume --id {QID} --revision 0 --response 'YOUR ANSWER' --url http://broker.test --session s"
+    assert (out.splitlines()[-1] == resume) == (status == "needs_clarification")
 
 
 def test_ask_json_prints_the_whole_tool_result_and_bare_question_lists_become_a_start(
@@ -79,22 +81,32 @@ def test_resume_sends_the_resume_call_and_errors_name_the_code(
     assert main(["resume", "--id", QID, "--revision", "2", "--response", "because", *ARGS]) == 1
     captured = capsys.readouterr()
     assert captured.out == ""
-    assert captured.err.strip() == "qbroker resume: error stale_revision: questionnaire: latest is 3"
+    where, said = captured.err.strip().splitlines()
+    assert where.startswith(
+        "qbroker resume: waiting for the person in session s; they answer at http://broker.test/#session=s"
+    )
+    assert said == "qbroker resume: error stale_revision: questionnaire: latest is 3"
 
 
 def test_a_timeout_says_how_to_wait_for_the_same_questionnaire_again(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # ask: the same command with the idempotency key this run used (it gets the same
-    # questionnaire back); resume: the GET that re-attaches. Never the SDK's get().
+    # ask: the same command (it re-attaches to the same questionnaire), or with the key it was
+    # given; resume: the GET that re-attaches. Never the SDK's get().
     seen = use_replies(monkeypatch, httpx.Response(202, json=pending(0, 1)))
     monkeypatch.setattr("sys.stdin", io.StringIO('[{"id": "q"}]'))
     assert main(["ask", "-", "--timeout", "0", *ARGS]) == 1
     err = capsys.readouterr().err
-    key = seen[0].headers["Idempotency-Key"]
+    assert seen[0].url.params["reattach"] == "true" and "Idempotency-Key" not in seen[0].headers
     assert f"error timeout: questionnaire {QID} (revision 0) is still with the person after 0s" in err
-    assert f"run the same command with --idempotency-key {key}" in err
+    assert "To wait for it again, run the same command\n" in err
     assert "get(" not in err
+
+    seen = use_replies(monkeypatch, httpx.Response(202, json=pending(0, 1)))
+    monkeypatch.setattr("sys.stdin", io.StringIO('[{"id": "q"}]'))
+    assert main(["ask", "-", "--timeout", "0", "--idempotency-key", "k-7", *ARGS]) == 1
+    assert seen[0].headers["Idempotency-Key"] == "k-7" and "reattach" not in seen[0].url.params
+    assert "run the same command with --idempotency-key k-7" in capsys.readouterr().err
 
     use_replies(monkeypatch, httpx.Response(202, json=pending(1, 0)))
     assert main(["resume", "--id", QID, "--revision", "1", "--response", "r", "--timeout", "0", *ARGS]) == 1
@@ -109,11 +121,10 @@ def test_an_ask_that_ran_out_of_retries_says_how_to_retry_without_a_second_quest
     seen = use_replies(monkeypatch, *[httpx.Response(503, json=unavailable) for _ in range(3)])
     monkeypatch.setattr("sys.stdin", io.StringIO('[{"id": "q"}]'))
     assert main(["ask", "-", "--retries", "2", *ARGS]) == 1
-    err = capsys.readouterr().err
-    key = seen[0].headers["Idempotency-Key"]
-    assert len(seen) == 3 and {request.headers["Idempotency-Key"] for request in seen} == {key}
+    err = capsys.readouterr().err.splitlines()[-1]
+    assert len(seen) == 3 and all(request.url.params["reattach"] == "true" for request in seen)
     assert err.startswith("qbroker ask: error store_unavailable: questionnaire: the state store is unavailable")
-    assert f"the same command with --idempotency-key {key} gets that questionnaire back" in err
+    assert "The broker may have started it: the same command gets that questionnaire back, never a second" in err
 
 
 def test_the_default_retries_ride_out_a_redis_restart(capsys: pytest.CaptureFixture[str]) -> None:
