@@ -85,7 +85,7 @@ const SIGN_IN_TEXTS = {
   wrong_session: {
     title: "This session is not yours",
     status: "Not allowed",
-    text: "Your account does not cover the session this link names. Open your inbox to see the questions waiting for you.",
+    text: "Your account does not cover the session this link names. If it should, ask whoever runs qbroker; the questions waiting for you are in your inbox, at this page's address without the link's part after #.",
   },
   protocol: LINK_TEXTS.protocol,
 };
