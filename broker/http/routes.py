@@ -29,6 +29,7 @@ from broker.http.record import HistoryAPI
 from broker.http.routing import Route
 from broker.remote_mcp import McpEndpoint
 from broker.service import Broker
+from broker.ws.handshake import INBOX_PATH, SESSION_PATH
 
 
 class OpenApiDocument:
@@ -51,9 +52,9 @@ ROUTES: Final[tuple[Route, ...]] = (
     Route("/v1/sessions/{sid}/questionnaires/{qid}/events", "GET", "the record: who changed what", HistoryAPI, record),
     Route("/mcp", "POST/GET/DELETE", "the MCP endpoint, the session from the token", McpEndpoint, mcp, slash=True),
     Route("/v1/sessions/{sid}/mcp", "POST/GET/DELETE", "the MCP endpoint for one session", McpEndpoint, mcp),
-    Route("/v1/sessions/{sid}/ws", "websocket", "the client websocket", None, None),
+    Route(SESSION_PATH, "websocket", "the client websocket", None, None),
     Route("/v1/inbox", "GET", "the inbox", InboxAPI, inbox),
-    Route("/v1/inbox/ws", "websocket", "the inbox websocket", None, None),
+    Route(INBOX_PATH, "websocket", "the inbox websocket", None, None),
     Route("/v1/push/key", "GET", "browser push: the VAPID key", PushKeyAPI, push),
     Route("/v1/push/subscriptions", "POST/DELETE", "browser push: a device", PushSubscriptionsAPI, push),
     Route("/v1/revocations", "POST", "the operator's revocations (admin tokens)", OperatorAPI, operator),

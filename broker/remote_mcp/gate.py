@@ -34,7 +34,7 @@ from broker.http import agent_api, kit
 from broker.http.kit import error_body, respond
 from broker.service import Broker
 from broker.tokens.claims import valid_session_id
-from broker.ws.session import origin_allowed
+from broker.ws.handshake import origin_allowed
 
 log = logging.getLogger("qbroker.mcp")
 
