@@ -43,12 +43,7 @@ _TOO_LARGE: Final = f"push: the body is larger than {push.MAX_BODY_BYTES} bytes"
 
 def _vapid_public_key(broker: Broker) -> str | None:
     """The VAPID public key of the broker's webpush routes (None: there is none)."""
-    notifier = broker.notifier
-    for channel in notifier.channels if notifier is not None else ():
-        if channel.kind == "webpush":
-            key: str = getattr(channel, "vapid").public_key  # noqa: B009 - (imported only with a route)
-            return key
-    return None
+    return None if broker.notifier is None else broker.notifier.push_key
 
 
 class PushKeyAPI:
