@@ -14,7 +14,7 @@ from typing import Final
 
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
 from broker.core.schema import tool_input_schema
-from broker.http.openapi.shared import QID, SID, Schema, error, json_body, ref
+from broker.http.openapi.shared import QID, SID, Schema, error, json_body, query_parameter, ref
 from broker.http.routing import PathItem
 
 
@@ -197,24 +197,20 @@ def _responses(*statuses: str, outcome: bool = True) -> Schema:
     return out
 
 
-_WAIT: Final[Schema] = {
-    "name": "wait",
-    "in": "query",
-    "required": False,
-    "description": "Seconds to hold the call open for an outcome (default 30).",
-    "schema": {"type": "number", "minimum": 0, "maximum": 300, "default": 30},
-}
+_WAIT: Final[Schema] = query_parameter(
+    "wait",
+    "Seconds to hold the call open for an outcome (default 30).",
+    {"type": "number", "minimum": 0, "maximum": 300, "default": 30},
+)
 
 
-_CLIENT_WAIT: Final[Schema] = {
-    "name": "clientWait",
-    "in": "query",
-    "required": False,
-    "description": "On a start: seconds the new questionnaire waits for a first client before it ends "
+_CLIENT_WAIT: Final[Schema] = query_parameter(
+    "clientWait",
+    "On a start: seconds the new questionnaire waits for a first client before it ends "
     "unavailable/ui_unavailable (default: QBROKER_CLIENT_WAIT, or QBROKER_NOTIFY_CLIENT_WAIT where a "
     "notification route covers the session); at most QBROKER_MAX_CLIENT_WAIT (default 3600). Refused on a resume.",
-    "schema": {"type": "number", "minimum": 0, "maximum": 3600},
-}
+    {"type": "number", "minimum": 0, "maximum": 3600},
+)
 
 
 _IDEMPOTENCY_KEY: Final[Schema] = {

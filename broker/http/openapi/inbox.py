@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Final
 
 from broker.core import inbox
-from broker.http.openapi.shared import Schema, error, json_body, ref
+from broker.http.openapi.shared import Schema, error, json_body, query_parameter, ref
 from broker.http.routing import PathItem
 
 _INBOX_ERRORS: Final[dict[str, str]] = {
@@ -23,20 +23,14 @@ def operations() -> dict[str, PathItem]:
                 "summary": "The open questionnaires of the sessions the client token covers, waiting first.",
                 "security": [{"clientToken": []}],
                 "parameters": [
-                    {
-                        "name": "limit",
-                        "in": "query",
-                        "required": False,
-                        "description": f"At most this many items (default {inbox.DEFAULT_LIMIT}).",
-                        "schema": {"type": "integer", "minimum": 1, "maximum": inbox.MAX_LIMIT},
-                    },
-                    {
-                        "name": "cursor",
-                        "in": "query",
-                        "required": False,
-                        "description": "The cursor a previous page's next gave: the page after it.",
-                        "schema": {"type": "string"},
-                    },
+                    query_parameter(
+                        "limit",
+                        f"At most this many items (default {inbox.DEFAULT_LIMIT}).",
+                        {"type": "integer", "minimum": 1, "maximum": inbox.MAX_LIMIT},
+                    ),
+                    query_parameter(
+                        "cursor", "The cursor a previous page's next gave: the page after it.", {"type": "string"}
+                    ),
                 ],
                 "responses": {
                     "200": json_body(ref("Inbox"), "A page; next: the cursor of the next (null: none)."),

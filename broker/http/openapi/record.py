@@ -6,7 +6,7 @@ from typing import Final
 
 from broker.core.events import EVENT_TYPES
 from broker.core.history import STATUSES
-from broker.http.openapi.shared import QID, SID, Schema, error, json_body, ref
+from broker.http.openapi.shared import QID, SID, Schema, error, json_body, query_parameter, ref
 from broker.http.routing import PathItem
 
 
@@ -81,31 +81,25 @@ def _record_responses(error: str, ok: Schema, *statuses: str) -> Schema:
     return {"200": ok, **{s: json_body(ref(error), _RECORD_ERRORS[s]) for s in statuses}}
 
 
-_STATUS: Final[Schema] = {
-    "name": "status",
-    "in": "query",
-    "required": False,
-    "description": "Only questionnaires in this status.",
-    "schema": {"type": "string", "enum": list(STATUSES)},
-}
+_STATUS: Final[Schema] = query_parameter(
+    "status",
+    "Only questionnaires in this status.",
+    {"type": "string", "enum": list(STATUSES)},
+)
 
 
-_LIMIT: Final[Schema] = {
-    "name": "limit",
-    "in": "query",
-    "required": False,
-    "description": "At most this many items (default 50).",
-    "schema": {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
-}
+_LIMIT: Final[Schema] = query_parameter(
+    "limit",
+    "At most this many items (default 50).",
+    {"type": "integer", "minimum": 1, "maximum": 200, "default": 50},
+)
 
 
-_BEFORE: Final[Schema] = {
-    "name": "before",
-    "in": "query",
-    "required": False,
-    "description": "The cursor a previous page's next gave: the page after it.",
-    "schema": {"type": "string", "pattern": "^[0-9]{1,18}$"},
-}
+_BEFORE: Final[Schema] = query_parameter(
+    "before",
+    "The cursor a previous page's next gave: the page after it.",
+    {"type": "string", "pattern": "^[0-9]{1,18}$"},
+)
 
 
 _RECORD_SECURITY: Final[list[dict[str, list[str]]]] = [{"agentToken": []}, {"clientToken": []}]

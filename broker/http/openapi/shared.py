@@ -59,3 +59,8 @@ QID: Final[Schema] = {
     "description": "A questionnaire id from a result or a 202.",
     "schema": {"type": "string", "pattern": QUESTIONNAIRE_ID_PATTERN, "not": {"enum": [".", ".."]}},
 }
+
+
+def query_parameter(name: str, description: str, schema: Schema) -> Schema:
+    """An optional query parameter."""
+    return {"name": name, "in": "query", "required": False, "description": description, "schema": schema}
