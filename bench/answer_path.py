@@ -9,7 +9,7 @@ next question path: its p50 and p99, and its median over the slowest 1% of answe
 the tail's time goes):
 
     frame bytes arrive      uvicorn hands the socket's bytes to the websocket protocol
-    frame received          the websocket frame is parsed (ClientConnection.received)
+    frame received          the websocket frame is parsed (WebsocketConnection.received)
     handler runs            the connection's worker task starts on it
     command begins          the frame is decoded and parsed (Broker.command)
     state machine done      machine.apply returned the new state
@@ -53,8 +53,8 @@ from clients.bots.stats import percentile  # noqa: E402
 # (label, module, class or None, function) in the order an answer passes them.
 POINTS = [
     ("frame bytes arrive", "broker.ws.transport", "ClientSocket", "data_received"),
-    ("frame received", "broker.ws.session", "ClientConnection", "received"),
-    ("handler runs", "broker.ws.session", "ClientConnection", "_work"),
+    ("frame received", "broker.ws.connection", "WebsocketConnection", "received"),
+    ("handler runs", "broker.ws.connection", "WebsocketConnection", "_work"),
     ("command begins", "broker.service", "Broker", "command"),
     ("state machine done", None, None, "apply"),
     ("commit returned", None, None, "commit"),

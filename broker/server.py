@@ -80,6 +80,7 @@ class _Server(uvicorn.Server):
 def run(args: argparse.Namespace) -> int:
     from broker.app import create_app
     from broker.speedups.http_protocol import CoalescingHttpProtocol
+    from broker.ws.handshake import handshake_for
     from broker.ws.transport import protocol_for
 
     config = Config.from_env(
@@ -124,7 +125,8 @@ def run(args: argparse.Namespace) -> int:
         access_log=False,
         proxy_headers=False,  # nothing reads the client address: skip the per-request rewrite
         http=CoalescingHttpProtocol,  # a response in one write, not two (broker/speedups/http_protocol.py)
-        ws=protocol_for(app.state.broker),  # serves the client websocket itself (broker/ws/session.py)
+        # The websocket transport serves the broker's sockets itself; the handshake says which.
+        ws=protocol_for(handshake_for(app.state.broker), app.state.broker.metrics),
         ws_max_size=config.max_frame_bytes,
         # No permessage-deflate: frames are small (a question is well under 1 KiB), and
         # compressing them costs more than it saves: ~40 us more per answer at the bots,

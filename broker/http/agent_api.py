@@ -2,8 +2,8 @@
 
 Served as plain ASGI rather than through Starlette's routing: these calls are the broker's
 hot HTTP path, and a Starlette ``Request``, its middleware stack and ``JSONResponse`` cost
-more CPU than the calls' own work. ``broker/app.py`` sends the two agent API paths here
-(``match``) and every other path (health, metrics, OpenAPI, the web client) to Starlette.
+more CPU than the calls' own work. The route table (broker/http/routes.py) sends the two
+agent API paths here.
 """
 
 from __future__ import annotations
@@ -38,7 +38,6 @@ MAX_WAIT = 300.0
 DEFAULT_WAIT = 30.0
 MAX_IDEMPOTENCY_KEY = 200
 
-_PREFIX: Final = "/v1/sessions/"
 # The methods each path serves; any other method is a 405 naming them in ``Allow``.
 _START_METHODS: Final = frozenset({"POST"})
 _ITEM_METHODS: Final = frozenset({"GET", "HEAD", "DELETE"})  # HEAD is a GET without the body
@@ -46,27 +45,14 @@ _START_ALLOW: Final = "POST"
 _ITEM_ALLOW: Final = "GET, HEAD, DELETE"
 
 
-def match(path: str) -> tuple[str, str | None] | None:
-    """``(sid, None)`` for ``/v1/sessions/{sid}/questionnaire``, ``(sid, qid)`` for
-    ``/v1/sessions/{sid}/questionnaires/{qid}``, None for any other path (one segment each,
-    as Starlette's ``{name}`` matches)."""
-    if not path.startswith(_PREFIX):
-        return None
-    parts = path[len(_PREFIX) :].split("/")
-    if len(parts) == 2 and parts[1] == "questionnaire" and parts[0]:
-        return parts[0], None
-    if len(parts) == 3 and parts[1] == "questionnaires" and parts[0] and parts[2]:
-        return parts[0], parts[2]
-    return None
-
-
 class AgentAPI:
-    """The ASGI endpoint for the paths ``match`` accepts."""
+    """The ASGI endpoint of ``/v1/sessions/{sid}/questionnaire`` and ``.../questionnaires/{qid}``
+    (broker/http/routes.py)."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send, sid: str, qid: str | None) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, sid: str, qid: str | None = None) -> None:
         method: str = scope["method"]
         allowed, allow = (_START_METHODS, _START_ALLOW) if qid is None else (_ITEM_METHODS, _ITEM_ALLOW)
         extra: list[tuple[bytes, bytes]] = []
@@ -162,22 +148,6 @@ def check_session(claims: Claims, session_id: str) -> None:
         raise invalid(f"the session id must be {SESSION_ID_RULE}")
     if not claims.allows(session_id):
         raise BrokerError("forbidden", f"questionnaire: this token is not valid for session {session_id}")
-
-
-async def unknown_endpoint(scope: Scope, send: Send) -> None:
-    """A JSON 404 for any other path under /v1/: a wrong base URL (``--url .../v1``) or a
-    typo is told what the API's paths are, in the API's own error shape. The message says
-    ``questionnaire:`` first, as the agent API's do, only when the path was meant for it."""
-    prefix = "questionnaire: " if "/questionnaire" in scope["path"] else ""
-    message = (
-        f"{prefix}no such endpoint: {scope['method']} {scope['path']}; the agent API is "
-        "POST /v1/sessions/{sid}/questionnaire and GET/DELETE /v1/sessions/{sid}/questionnaires/{id}, "
-        "the record GET /v1/sessions/{sid}/questionnaires and .../questionnaires/{id}/events, "
-        "the MCP endpoint /mcp and /v1/sessions/{sid}/mcp, the client websocket /v1/sessions/{sid}/ws, the"
-        " inbox GET /v1/inbox and /v1/inbox/ws, the operator's POST /v1/revocations (is the broker URL its"
-        " base, with no path?)"
-    )
-    await _respond(send, 404, _error_body("not_found", message), [])
 
 
 # --- the query string ---------------------------------------------------------------------

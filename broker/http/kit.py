@@ -23,14 +23,20 @@ from broker.core.errors import BrokerError, invalid
 
 
 async def respond(
-    send: Send, status: int, body: bytes, extra: list[tuple[bytes, bytes]], *, head: bool = False
+    send: Send,
+    status: int,
+    body: bytes,
+    extra: list[tuple[bytes, bytes]],
+    *,
+    head: bool = False,
+    content_type: bytes = b"application/json",
 ) -> None:
     """Send ``body`` with ``status``; ``head``: its length and type only (a HEAD request's answer)."""
     await send(
         {
             "type": "http.response.start",
             "status": status,
-            "headers": [(b"content-length", b"%d" % len(body)), (b"content-type", b"application/json"), *extra],
+            "headers": [(b"content-length", b"%d" % len(body)), (b"content-type", content_type), *extra],
         }
     )
     await send({"type": "http.response.body", "body": b"" if head else body})

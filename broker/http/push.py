@@ -12,24 +12,23 @@
 - ``DELETE /v1/push/subscriptions`` (same token; body ``{"endpoint"}``): forgets that
   endpoint under the token's scope. 204, or 404 ``not_found``.
 
-Errors are the agent API's shape, ``{"error": {"code", "message"}}``.
+Errors are the agent API's shape, ``{"error": {"code", "message"}}``, with messages that start
+with ``push:``.
 """
 
 from __future__ import annotations
 
 import hashlib
 import logging
-from typing import Any
+from typing import Any, Final
 
 import orjson
 from cryptography.hazmat.primitives.asymmetric import ec
-from starlette.requests import ClientDisconnect, Request
-from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from broker.core import push
 from broker.core.errors import BrokerError
-from broker.http.kit import bearer_token
+from broker.http.kit import ClientGone, bearer_token, error_body, header, read_body, respond
 from broker.runtime.config import Config
 from broker.runtime.rate_limits import KeyedBuckets
 from broker.service import Broker
@@ -38,35 +37,36 @@ from broker.tokens.claims import Claims
 
 log = logging.getLogger("qbroker.push")
 
-
-def _error(status: int, code: str, message: str, headers: dict[str, str] | None = None) -> Response:
-    return JSONResponse({"error": {"code": code, "message": message}}, status_code=status, headers=headers)
+_NOT_CONFIGURED: Final = "push: this broker sends no browser pushes (no webpush route in QBROKER_NOTIFY_CONFIG)"
+_TOO_LARGE: Final = f"push: the body is larger than {push.MAX_BODY_BYTES} bytes"
 
 
 def _vapid_public_key(broker: Broker) -> str | None:
     """The VAPID public key of the broker's webpush routes (None: there is none)."""
-    notifier = broker.notifier
-    for channel in notifier.channels if notifier is not None else ():
-        if channel.kind == "webpush":
-            key: str = getattr(channel, "vapid").public_key  # noqa: B009 - (imported only with a route)
-            return key
-    return None
+    return None if broker.notifier is None else broker.notifier.push_key
 
 
-_NOT_CONFIGURED = "push: this broker sends no browser pushes (no webpush route in QBROKER_NOTIFY_CONFIG)"
+class PushKeyAPI:
+    """``GET /v1/push/key``: public, no token."""
 
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
 
-async def public_key(request: Request) -> Response:
-    if request.method not in ("GET", "HEAD"):
-        return _method_not_allowed(request.method, "GET, HEAD")
-    key = _vapid_public_key(request.app.state.broker)
-    if key is None:
-        return _error(404, "push_not_configured", _NOT_CONFIGURED)
-    return JSONResponse({"publicKey": key}, headers={"Cache-Control": "no-cache"})
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method: str = scope["method"]
+        if method not in ("GET", "HEAD"):
+            await _method_not_allowed(send, method, "GET, HEAD")
+            return
+        key = _vapid_public_key(self.broker)
+        if key is None:
+            await respond(send, 404, error_body("push_not_configured", _NOT_CONFIGURED), [], head=method == "HEAD")
+            return
+        body = orjson.dumps({"publicKey": key})
+        await respond(send, 200, body, [(b"cache-control", b"no-cache")], head=method == "HEAD")
 
 
 def subscribe_limits(config: Config) -> KeyedBuckets:
-    """The buckets of ``POST /v1/push/subscriptions``, one per token (the app keeps them)."""
+    """The buckets of ``POST /v1/push/subscriptions``, one per token."""
     return KeyedBuckets(config.push_subscribe_per_minute / 60, config.push_subscribe_burst)
 
 
@@ -78,40 +78,73 @@ def _limit_key(claims: Claims, token: str) -> str:
     return "t:" + hashlib.sha256(token.encode()).hexdigest()
 
 
-async def subscriptions(request: Request) -> Response:
-    broker: Broker = request.app.state.broker
-    if request.method not in ("POST", "DELETE"):
-        return _method_not_allowed(request.method, "POST, DELETE")
-    try:
-        token, claims = await _client(broker, request)  # (first: a request without a token learns nothing)
+class PushSubscriptionsAPI:
+    """``POST`` and ``DELETE /v1/push/subscriptions``, with a client token."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.broker = broker
+        self.limits = subscribe_limits(broker.config)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        method: str = scope["method"]
+        if method not in ("POST", "DELETE"):
+            await _method_not_allowed(send, method, "POST, DELETE")
+            return
+        broker = self.broker
+        extra: list[tuple[bytes, bytes]] = []
+        try:
+            status, body = await self._handle(scope, receive, method)
+        except BrokerError as exc:
+            broker.metrics.errors.labels(exc.code).inc()
+            if exc.code == "unauthorized":
+                extra.append((b"www-authenticate", b"Bearer"))
+            if isinstance(exc, _RateLimited):
+                extra.append((b"retry-after", b"%d" % exc.retry_after))
+            message = exc.message if exc.message.startswith("push: ") else f"push: {exc.message}"
+            status, body = exc.http_status, error_body(exc.code, message)
+        except StoreUnavailable:
+            log.warning("store unavailable", extra={"path": scope["path"]})
+            broker.metrics.errors.labels("store_unavailable").inc()
+            status, body = 503, error_body("store_unavailable", "push: the state store is unavailable; retry shortly")
+        except ClientGone:
+            return
+        except Exception:  # a bug: a JSON 500, logged
+            log.exception("push call failed", extra={"path": scope["path"], "method": method})
+            status, body = 500, error_body("internal_error", "push: the broker failed on this call; see its log")
+        if status == 204:
+            await send({"type": "http.response.start", "status": 204, "headers": []})
+            await send({"type": "http.response.body", "body": b""})
+            return
+        await respond(send, status, body, extra)
+
+    async def _handle(self, scope: Scope, receive: Receive, method: str) -> tuple[int, bytes]:
+        broker = self.broker
+        headers: list[tuple[bytes, bytes]] = scope["headers"]
+        token, claims = await _client(broker, header(headers, b"authorization"))  # (first: no token, no news)
         if _vapid_public_key(broker) is None:
-            return _error(404, "push_not_configured", _NOT_CONFIGURED)
-        if request.method == "POST":  # (before the body is read: a refused flood costs nothing more)
-            limits: KeyedBuckets = request.app.state.push_subscribe_limits
-            wait = limits.take(_limit_key(claims, token))
+            return 404, error_body("push_not_configured", _NOT_CONFIGURED)
+        if method == "POST":  # (before the body is read: a refused flood costs nothing more)
+            wait = self.limits.take(_limit_key(claims, token))
             if wait:
-                broker.metrics.errors.labels("rate_limited").inc()
-                message = f"push: too many subscriptions posted with this token; retry in {wait} s"
-                return _error(429, "rate_limited", message, {"Retry-After": str(wait)})
-        body = await _json(request)
-        if request.method == "POST":
-            return await _subscribe(broker, claims, body)
-        return await _unsubscribe(broker, claims, body)
-    except BrokerError as exc:
-        broker.metrics.errors.labels(exc.code).inc()
-        headers = {"WWW-Authenticate": "Bearer"} if exc.code == "unauthorized" else None
-        message = exc.message if exc.message.startswith("push: ") else f"push: {exc.message}"
-        return _error(exc.http_status, exc.code, message, headers)
-    except StoreUnavailable:
-        log.warning("store unavailable", extra={"path": request.url.path})
-        broker.metrics.errors.labels("store_unavailable").inc()
-        return _error(503, "store_unavailable", "push: the state store is unavailable; retry shortly")
-    except ClientDisconnect:
-        return Response(status_code=400)
+                raise _RateLimited(wait)
+        body = await read_body(receive, header(headers, b"content-length"), push.MAX_BODY_BYTES, _TOO_LARGE)
+        try:
+            value = orjson.loads(body)
+        except orjson.JSONDecodeError:
+            raise BrokerError("invalid_arguments", "push: the body must be JSON") from None
+        if method == "POST":
+            return await _subscribe(broker, claims, value)
+        return await _unsubscribe(broker, claims, value)
 
 
-async def _client(broker: Broker, request: Request) -> tuple[str, Claims]:
-    token = bearer_token(request.headers.get("authorization"))
+class _RateLimited(BrokerError):
+    def __init__(self, wait: int) -> None:
+        super().__init__("rate_limited", f"push: too many subscriptions posted with this token; retry in {wait} s")
+        self.retry_after = wait
+
+
+async def _client(broker: Broker, authorization: str | None) -> tuple[str, Claims]:
+    token = bearer_token(authorization)
     if token is None:
         raise BrokerError("unauthorized", "push: a client token is required (Authorization: Bearer <token>)")
     claims = await broker.tokens.verify(token, role="client")
@@ -120,22 +153,7 @@ async def _client(broker: Broker, request: Request) -> tuple[str, Claims]:
     return token, claims
 
 
-async def _json(request: Request) -> Any:
-    length = request.headers.get("content-length")
-    if length is not None and length.isdecimal() and int(length) > push.MAX_BODY_BYTES:
-        raise BrokerError("payload_too_large", f"push: the body is larger than {push.MAX_BODY_BYTES} bytes")
-    body = b""
-    async for chunk in request.stream():
-        body += chunk
-        if len(body) > push.MAX_BODY_BYTES:
-            raise BrokerError("payload_too_large", f"push: the body is larger than {push.MAX_BODY_BYTES} bytes")
-    try:
-        return orjson.loads(body)
-    except orjson.JSONDecodeError:
-        raise BrokerError("invalid_arguments", "push: the body must be JSON") from None
-
-
-async def _subscribe(broker: Broker, claims: Claims, body: Any) -> Response:
+async def _subscribe(broker: Broker, claims: Claims, body: Any) -> tuple[int, bytes]:
     try:
         endpoint, p256dh, auth, expiration = push.parse_subscription(body, broker.config.push_services)
         _on_curve(p256dh)
@@ -150,16 +168,16 @@ async def _subscribe(broker: Broker, claims: Claims, body: Any) -> Response:
     )
     await broker.store.add_push_subscription(subscription, push.MAX_PER_SCOPE)
     log.info("push subscription kept", extra={"scope": claims.sid, "sub": claims.sub})
-    return JSONResponse({"scope": claims.sid, "expiresAt": int(expires)}, status_code=201)
+    return 201, orjson.dumps({"scope": claims.sid, "expiresAt": int(expires)})
 
 
-async def _unsubscribe(broker: Broker, claims: Claims, body: Any) -> Response:
+async def _unsubscribe(broker: Broker, claims: Claims, body: Any) -> tuple[int, bytes]:
     endpoint = body.get("endpoint") if isinstance(body, dict) else None
     if not isinstance(endpoint, str) or not endpoint:
         raise BrokerError("invalid_arguments", 'push: the body must be {"endpoint": <the subscription\'s endpoint>}')
     if not await broker.store.remove_push_subscription(claims.sid, endpoint):
         raise BrokerError("not_found", "push: no such subscription under this token's scope")
-    return Response(status_code=204)
+    return 204, b""
 
 
 def _on_curve(p256dh: str) -> None:
@@ -171,12 +189,8 @@ def _on_curve(p256dh: str) -> None:
         raise push.InvalidSubscription("keys.p256dh is not a point on P-256") from None
 
 
-def _method_not_allowed(method: str, allow: str) -> Response:
+async def _method_not_allowed(send: Send, method: str, allow: str) -> None:
     message = f"push: {method} is not allowed on this path; use {allow}"
-    return _error(405, "method_not_allowed", message, {"Allow": allow})
-
-
-# (Every method reaches the handlers, which answer a wrong one in JSON with its Allow.)
-_ANY = ["GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"]
-ROUTES = [Route("/v1/push/key", public_key, methods=_ANY), Route("/v1/push/subscriptions", subscriptions, methods=_ANY)]
-PATHS = frozenset(route.path for route in ROUTES)
+    await respond(
+        send, 405, error_body("method_not_allowed", message), [(b"allow", allow.encode())], head=method == "HEAD"
+    )

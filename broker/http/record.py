@@ -18,7 +18,7 @@ from functools import partial
 from typing import Any, Final
 
 import orjson
-from starlette.types import Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from broker.core.errors import BrokerError
 from broker.core.history import STATUSES, Summary
@@ -30,7 +30,6 @@ from broker.tokens.claims import Claims, valid_session_id
 
 log = logging.getLogger("qbroker.http")
 
-_PREFIX: Final = "/v1/sessions/"
 _ALLOW: Final = "GET, HEAD"
 DEFAULT_LIMIT: Final = 50
 MAX_LIMIT: Final = 200
@@ -41,26 +40,13 @@ _SCAN_BATCH: Final = 100
 _LIST_PARAMS: Final = frozenset({"status", "limit", "before"})
 
 
-def match(path: str) -> tuple[str, str | None] | None:
-    """``(sid, None)`` for ``/v1/sessions/{sid}/questionnaires``, ``(sid, qid)`` for
-    ``/v1/sessions/{sid}/questionnaires/{qid}/events``, None for any other path."""
-    if not path.startswith(_PREFIX):
-        return None
-    parts = path[len(_PREFIX) :].split("/")
-    if len(parts) == 2 and parts[1] == "questionnaires" and parts[0]:
-        return parts[0], None
-    if len(parts) == 4 and parts[1] == "questionnaires" and parts[3] == "events" and parts[0] and parts[2]:
-        return parts[0], parts[2]
-    return None
-
-
 class HistoryAPI:
-    """The ASGI endpoint for the paths ``match`` accepts."""
+    """The ASGI endpoint of ``/v1/sessions/{sid}/questionnaires`` and ``.../{qid}/events``."""
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
 
-    async def __call__(self, scope: Scope, send: Send, sid: str, qid: str | None) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, sid: str, qid: str | None = None) -> None:
         method: str = scope["method"]
         word = "history" if qid is None else "events"  # (what every error message starts with)
         extra: list[tuple[bytes, bytes]] = []

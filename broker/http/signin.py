@@ -24,10 +24,11 @@ from urllib.parse import urlsplit
 import orjson
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, Response
-from starlette.types import Scope, Send
+from starlette.types import Receive, Scope, Send
 
 from broker.http.kit import error_body, respond
 from broker.runtime.config import Config
+from broker.service import Broker
 
 SIGNIN_PATH: Final = "/v1/signin"
 _CONNECT_SRC: Final = re.compile(r"connect-src 'self'")
@@ -48,6 +49,16 @@ async def sign_in_settings(config: Config, scope: Scope, send: Send) -> None:
         await respond(send, 404, body, [(b"cache-control", b"no-store")], head=head)
         return
     await respond(send, 200, orjson.dumps(settings), [(b"cache-control", b"no-store")], head=head)
+
+
+class SignInAPI:
+    """The route table's endpoint for ``SIGNIN_PATH``."""
+
+    def __init__(self, broker: Broker) -> None:
+        self.config = broker.config
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        await sign_in_settings(self.config, scope, send)
 
 
 def issuer_origin(config: Config) -> str | None:

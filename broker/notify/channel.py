@@ -52,6 +52,9 @@ class Channel(abc.ABC):
     """One route's delivery. ``kind``: the route's kind, the metrics' label."""
 
     kind: str
+    # What a device subscribes with to hear of this channel (the webpush kind's VAPID
+    # public key, base64url); None for the kinds a person does not subscribe to.
+    subscription_key: str | None = None
 
     def __init__(self, route: Route) -> None:
         self.route = route

@@ -7,49 +7,29 @@ read once, at start-up, with the standard library's ``tomllib``; anything it can
 one line naming the file, the route (its position and sessions) and the key, before the
 broker listens: a typo must not silently leave people unnotified.
 
-The keys every route takes, and those of each kind, are the tables below; a kind's own
-module (``webhook.py``, ``slack.py``, ...) reads its keys off ``Route.options``.
+The keys every route takes are ``_COMMON`` below, each kind's its row in ``kinds.py``, and
+each key's check one function in ``_CHECKS``; a kind's own module (``webhook.py``,
+``slack.py``, ...) reads its keys off ``Route.options``.
 """
 
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import urlsplit
 
 from broker.core import scopes
+from broker.notify.kinds import KINDS, Kind
 
-KINDS: Final = ("webhook", "slack", "ntfy", "webpush", "email")
 DEFAULT_AFTER: Final = 120.0
 NTFY_PRIORITIES: Final = {"min": 1, "low": 2, "default": 3, "high": 4, "max": 5, "urgent": 5}
 
-# Keys every route takes (``kind`` and ``sessions`` required).
+# Keys every route takes (``kind`` and ``sessions`` required); each kind's own are its row
+# in broker/notify/kinds.py.
 _COMMON: Final = frozenset({"sessions", "kind", "after", "include_prompt", "link_token"})
-# Each kind's own keys, and which of them it requires. (The webpush kind's module is
-# helper-owned: the keys it needs go here.)
-KIND_KEYS: Final[dict[str, frozenset[str]]] = {
-    "webhook": frozenset({"url", "secret"}),
-    "slack": frozenset({"url"}),
-    "ntfy": frozenset({"url", "token", "priority", "tags"}),
-    "webpush": frozenset(),
-    "email": frozenset({"url", "to", "from", "subject_prefix"}),
-}
-_REQUIRED: Final[dict[str, tuple[str, ...]]] = {
-    "webhook": ("url", "secret"),
-    "slack": ("url",),
-    "ntfy": ("url",),
-    "webpush": (),
-    "email": ("url", "to", "from"),
-}
-_URL_SCHEMES: Final[dict[str, tuple[str, ...]]] = {
-    "webhook": ("https", "http"),
-    "slack": ("https", "http"),
-    "ntfy": ("https", "http"),
-    "email": ("smtp", "smtps"),
-}
 
 
 class RouteError(Exception):
@@ -119,18 +99,19 @@ def parse_routes(document: Mapping[str, Any], where: str) -> tuple[Route, ...]:
 
 
 def _route(index: int, table: Mapping[str, Any]) -> Route:
-    kind = table.get("kind")
-    if kind is None:
+    name = table.get("kind")
+    if name is None:
         raise RouteError(f'key "kind" is missing; it is one of {", ".join(KINDS)}')
-    if kind not in KINDS:
-        raise RouteError(f'key "kind": unknown kind {kind!r}; it is one of {", ".join(KINDS)}')
-    allowed = _COMMON | KIND_KEYS[kind]
+    if name not in KINDS:
+        raise RouteError(f'key "kind": unknown kind {name!r}; it is one of {", ".join(KINDS)}')
+    kind = KINDS[name]
+    allowed = _COMMON | kind.keys
     unknown = sorted(set(table) - allowed)
     if unknown:
-        raise RouteError(f'unknown key "{unknown[0]}"; a {kind} route takes {", ".join(sorted(allowed))}')
-    for key in ("sessions", *_REQUIRED[kind]):
+        raise RouteError(f'unknown key "{unknown[0]}"; a {name} route takes {", ".join(sorted(allowed))}')
+    for key in ("sessions", *kind.required):
         if key not in table:
-            raise RouteError(f'key "{key}" is missing; a {kind} route needs it')
+            raise RouteError(f'key "{key}" is missing; a {name} route needs it')
     sessions = table["sessions"]
     if not isinstance(sessions, str) or not scopes.is_scope(sessions):
         raise RouteError(f'key "sessions" must be {scopes.SCOPE_RULE}, got {sessions!r}')
@@ -143,12 +124,12 @@ def _route(index: int, table: Mapping[str, Any]) -> Route:
         if not isinstance(value, bool):
             raise RouteError(f'key "{key}" must be true or false, got {value!r}')
         flags[key] = value
-    options = {key: table[key] for key in KIND_KEYS[kind] if key in table}
-    _check_options(kind, options)
+    # Each key the route gives, checked (and normalized) by its check, in _CHECKS' order.
+    options = {key: check(kind, table[key]) for key, check in _CHECKS.items() if key in kind.keys and key in table}
     return Route(
         index,
         sessions,
-        kind,
+        name,
         float(after),
         flags["include_prompt"],
         flags["link_token"],
@@ -156,41 +137,70 @@ def _route(index: int, table: Mapping[str, Any]) -> Route:
     )
 
 
-def _check_options(kind: str, options: dict[str, Any]) -> None:
-    if "url" in options:
-        url = options["url"]
-        schemes = _URL_SCHEMES[kind]
-        parts = urlsplit(url) if isinstance(url, str) else None
-        if parts is None or parts.scheme not in schemes or not parts.hostname:
-            shown = url if not isinstance(url, str) else _without_secrets(url)
-            raise RouteError(f'key "url" must be a {" or ".join(s + "://" for s in schemes)} URL, got {shown!r}')
-        try:
-            parts.port  # noqa: B018 - raises on a port that is not a number
-        except ValueError:
-            raise RouteError(f'key "url" has a port that is not a number: {_without_secrets(url)!r}') from None
-    for key in ("secret", "token", "from", "subject_prefix"):
-        if key in options and (not isinstance(options[key], str) or not options[key].strip()):
+def _url(kind: Kind, url: Any) -> Any:
+    schemes = kind.url_schemes
+    parts = urlsplit(url) if isinstance(url, str) else None
+    if parts is None or parts.scheme not in schemes or not parts.hostname:
+        shown = url if not isinstance(url, str) else _without_secrets(url)
+        raise RouteError(f'key "url" must be a {" or ".join(s + "://" for s in schemes)} URL, got {shown!r}')
+    try:
+        parts.port  # noqa: B018 - raises on a port that is not a number
+    except ValueError:
+        raise RouteError(f'key "url" has a port that is not a number: {_without_secrets(url)!r}') from None
+    return url
+
+
+def _text(key: str) -> Callable[[Kind, Any], Any]:
+    def check(kind: Kind, value: Any) -> Any:
+        if not isinstance(value, str) or not value.strip():
             raise RouteError(f'key "{key}" must be a non-empty string')
-    if "to" in options:
-        to = options["to"]
-        if isinstance(to, str):
-            options["to"] = to = [to]
-        if not isinstance(to, list) or not to or not all(isinstance(a, str) and "@" in a for a in to):
-            raise RouteError('key "to" must be an e-mail address or a list of them')
-    if "from" in options and "@" not in options["from"]:
-        raise RouteError(f'key "from" must be an e-mail address, got {options["from"]!r}')
-    if "priority" in options:
-        priority = options["priority"]
-        if isinstance(priority, str) and priority in NTFY_PRIORITIES:
-            options["priority"] = NTFY_PRIORITIES[priority]
-        elif isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 5:
-            raise RouteError(f'key "priority" must be 1-5 or one of {", ".join(NTFY_PRIORITIES)}, got {priority!r}')
-    if "tags" in options:
-        tags = options["tags"]
-        if not isinstance(tags, list) or not all(
-            isinstance(t, str) and t.strip() and t.isascii() and "," not in t for t in tags
-        ):
-            raise RouteError('key "tags" must be a list of ASCII words without commas')
+        return value
+
+    return check
+
+
+def _sender(kind: Kind, value: Any) -> Any:
+    _text("from")(kind, value)
+    if "@" not in value:
+        raise RouteError(f'key "from" must be an e-mail address, got {value!r}')
+    return value
+
+
+def _recipients(kind: Kind, to: Any) -> Any:
+    if isinstance(to, str):
+        to = [to]
+    if not isinstance(to, list) or not to or not all(isinstance(a, str) and "@" in a for a in to):
+        raise RouteError('key "to" must be an e-mail address or a list of them')
+    return to
+
+
+def _priority(kind: Kind, priority: Any) -> Any:
+    if isinstance(priority, str) and priority in NTFY_PRIORITIES:
+        return NTFY_PRIORITIES[priority]
+    if isinstance(priority, bool) or not isinstance(priority, int) or not 1 <= priority <= 5:
+        raise RouteError(f'key "priority" must be 1-5 or one of {", ".join(NTFY_PRIORITIES)}, got {priority!r}')
+    return priority
+
+
+def _tags(kind: Kind, tags: Any) -> Any:
+    if not isinstance(tags, list) or not all(
+        isinstance(t, str) and t.strip() and t.isascii() and "," not in t for t in tags
+    ):
+        raise RouteError('key "tags" must be a list of ASCII words without commas')
+    return tags
+
+
+# Every kind's key, with its check: the value kept (normalized), or a RouteError.
+_CHECKS: Final[dict[str, Callable[[Kind, Any], Any]]] = {
+    "url": _url,
+    "secret": _text("secret"),
+    "token": _text("token"),
+    "from": _sender,
+    "subject_prefix": _text("subject_prefix"),
+    "to": _recipients,
+    "priority": _priority,
+    "tags": _tags,
+}
 
 
 def _without_secrets(url: str) -> str:

@@ -33,6 +33,7 @@ from broker.notify.notification import Notification, QuestionText
 from broker.notify.posting import http_client
 from broker.runtime.config import Config
 from broker.runtime.metrics import Metrics
+from broker.runtime.tasks import stop_tasks
 from broker.store.base import Store, StoreUnavailable
 from broker.tokens.claims import mint_token
 
@@ -94,6 +95,11 @@ class Notifier:
 
     # --- what the service calls ------------------------------------------------------
 
+    @property
+    def push_key(self) -> str | None:
+        """The key a browser subscribes to pushes with (None: no route pushes to browsers)."""
+        return next((c.subscription_key for c in self.channels if c.subscription_key is not None), None)
+
     def covers(self, session_id: str) -> bool:
         """Whether a route would tell people of this session's questionnaires."""
         return any(channel.route.covers(session_id) for channel in self.channels)
@@ -131,11 +137,7 @@ class Notifier:
         self._tasks.append(asyncio.create_task(self._check_routes(), name="qbroker-notify-check"))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(self._tasks)
         self._tasks.clear()
         await self.dispatcher.stop()
         for channel in self.channels:

@@ -87,6 +87,7 @@ class WebPushChannel(Channel):
         self.store = store
         self._revoked = revoked
         self.vapid = vapid
+        self.subscription_key = vapid.public_key
         self.services = services
         self._own_http = http is None
         self.http = http or httpx.AsyncClient(timeout=httpx.Timeout(10.0), follow_redirects=False)

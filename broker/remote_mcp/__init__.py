@@ -12,6 +12,5 @@ The tool itself (name, description, schema, results, tool errors) is the core's
 """
 
 from broker.remote_mcp.endpoint import McpEndpoint
-from broker.remote_mcp.gate import match
 
-__all__ = ["McpEndpoint", "match"]
+__all__ = ["McpEndpoint"]

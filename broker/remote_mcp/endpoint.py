@@ -60,7 +60,7 @@ class McpEndpoint:
             finally:
                 self._manager = None
 
-    async def __call__(self, scope: Scope, receive: Receive, send: Send, path_session: str | None) -> None:
+    async def __call__(self, scope: Scope, receive: Receive, send: Send, path_session: str | None = None) -> None:
         admitted = await gate.admit(self.broker, scope, receive, send, path_session)
         if admitted is None:
             return

@@ -34,13 +34,10 @@ from broker.http import agent_api, kit
 from broker.http.kit import error_body, respond
 from broker.service import Broker
 from broker.tokens.claims import valid_session_id
-from broker.ws.session import origin_allowed
+from broker.ws.handshake import origin_allowed
 
 log = logging.getLogger("qbroker.mcp")
 
-ENDPOINT: Final = "/mcp"
-_SESSION_PREFIX: Final = "/v1/sessions/"
-_SESSION_SUFFIX: Final = "/mcp"
 MAX_TIMEOUT: Final = 86400
 _TIMEOUT_ONLY: Final = frozenset({"timeout"})
 # Where the gate leaves who is calling, for the tool (it reads the request's scope).
@@ -56,18 +53,6 @@ class Caller:
         self.session_id = session_id
         self.sub = sub
         self.timeout = timeout  # seconds a tool call may wait (None: as long as it takes)
-
-
-def match(path: str) -> tuple[str | None] | None:
-    """``(None,)`` for ``/mcp`` (the session comes from the token), ``(sid,)`` for
-    ``/v1/sessions/{sid}/mcp``, None for any other path."""
-    if path in (ENDPOINT, ENDPOINT + "/"):
-        return (None,)
-    if path.startswith(_SESSION_PREFIX) and path.endswith(_SESSION_SUFFIX):
-        sid = path[len(_SESSION_PREFIX) : -len(_SESSION_SUFFIX)]
-        if sid and "/" not in sid:
-            return (sid,)
-    return None
 
 
 async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path_session: str | None) -> Receive | None:

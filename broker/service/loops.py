@@ -10,11 +10,11 @@ the clients of a process that was killed stop counting; each process beats for i
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import Callable
 
 from broker.runtime.config import Config
+from broker.runtime.tasks import stop_tasks
 from broker.service.fanout import Fanout
 from broker.service.inbox import InboxFeed
 from broker.store.base import Store, StoreUnavailable
@@ -46,11 +46,7 @@ class Background:
         self._tasks.append(asyncio.create_task(self._heartbeat_loop(), name="qbroker-heartbeat"))
 
     async def stop(self) -> None:
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(self._tasks)
         self._tasks.clear()
 
     async def _reconcile_loop(self) -> None:

@@ -27,7 +27,6 @@ is revoked later (``watch``), and closes itself (4401 "token revoked").
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import time
@@ -40,6 +39,7 @@ from broker.core.errors import BrokerError
 from broker.core.revocations import Revocation, Revoked, exp_problem, keep_until
 from broker.runtime.config import Config
 from broker.runtime.metrics import Metrics
+from broker.runtime.tasks import stop_tasks
 from broker.store.base import Store, StoreUnavailable
 from broker.tokens.claims import ClaimNames, Claims, Role, check_use, hs256_claims, read_claims
 from broker.tokens.jwks import ALGORITHMS, KeySet
@@ -220,11 +220,8 @@ class Tokens:
     async def stop(self) -> None:
         if self._keys is not None:
             await self._keys.stop()
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_tasks([self._task])
+        self._task = None
 
     async def _refreshing(self) -> None:
         while True:

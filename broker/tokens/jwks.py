@@ -29,6 +29,8 @@ from typing import Any, Final
 from jwt import PyJWK, PyJWKClient
 from jwt.exceptions import InvalidKeyError, PyJWKClientError, PyJWKError
 
+from broker.runtime.tasks import stop_tasks
+
 log = logging.getLogger("qbroker.jwks")
 
 ALGORITHMS: Final = ("RS256", "ES256")
@@ -130,11 +132,8 @@ class KeySet:
         self._task = asyncio.create_task(self._refreshing(), name="qbroker-jwks")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await stop_tasks([self._task])
+        self._task = None
         if self._fetching is not None:
             with contextlib.suppress(Exception):
                 await asyncio.wait_for(asyncio.shield(self._fetching), FETCH_TIMEOUT)

@@ -22,7 +22,9 @@ websocket path goes to the ASGI app as usual (which refuses it).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import Any, ClassVar
 from urllib.parse import unquote
 
@@ -30,12 +32,12 @@ from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIO
 from websockets.http11 import Request
 from websockets.protocol import State
 
-from broker.core import frames
 from broker.core.status import CloseCode
-from broker.service import Broker
+from broker.runtime.metrics import Metrics
 from broker.ws.frame_codec import readable, server_frame, whole_data_frame
-from broker.ws.inbox import INBOX_PATH, InboxConnection
-from broker.ws.session import CLIENT_PATH, ClientConnection, _refusal, _subprotocol, log
+from broker.ws.socket import Connection, Handshake, Refuse
+
+log = logging.getLogger("qbroker.ws")
 
 
 class _Unused:
@@ -55,27 +57,34 @@ class _Unused:
 _UNUSED: Any = _Unused()
 
 
-class ClientSocket(WebSocketsSansIOProtocol):
-    """uvicorn's websocket protocol, serving the client endpoint without ASGI in between.
+@dataclass(frozen=True, slots=True)
+class Serving:
+    """What a bound ``ClientSocket`` class serves: the handshake, and where closes are counted."""
 
-    ``protocol_for(broker)`` binds the broker; uvicorn makes one instance per upgrade.
+    handshake: Handshake
+    metrics: Metrics
+
+
+class ClientSocket(WebSocketsSansIOProtocol):
+    """uvicorn's websocket protocol, serving the broker's sockets without ASGI in between.
+
+    ``protocol_for(handshake, metrics)`` binds what decides each upgrade; uvicorn makes one
+    instance per upgrade. It is the ``Socket`` its connection talks to (broker/ws/socket.py).
     """
 
-    broker: ClassVar[Broker]
+    serving: ClassVar[Serving]
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.connection: ClientConnection | None = None  # (uvicorn's self.client is the peer address)
+        self.connection: Connection | None = None  # (uvicorn's self.client is the peer address)
         self.fast_frames = False  # a whole data frame may be read around websockets' parser
         self.failed = False  # websockets failed the connection: what comes in is dropped
 
     # --- handshake ---------------------------------------------------------------------
 
     def handle_connect(self, event: Request) -> None:
-        path = unquote(event.path.partition("?")[0])
-        match = CLIENT_PATH.fullmatch(path)
-        inbox = match is None and path == INBOX_PATH
-        if match is None and not inbox:
+        answer = self.serving.handshake(unquote(event.path.partition("?")[0]), event.headers)
+        if answer is None:
             super().handle_connect(event)  # not ours: the ASGI app answers (and refuses)
             return
         self.request = event
@@ -84,38 +93,22 @@ class ClientSocket(WebSocketsSansIOProtocol):
         if self.response.status_code != 101:  # not a valid upgrade: websockets' own answer
             self._respond_and_close()
             return
-        session_id, broker = ("" if match is None else match.group(1)), self.broker
-        acceptable, chosen = _subprotocol(event.headers)
-        refusal = _refusal(None if inbox else session_id, event.headers, broker.config.allowed_origins)
-        if refusal is not None:
-            # (The Origin is what an operator needs to fix QBROKER_ALLOWED_ORIGINS; cut, as
-            # it is the sender's text.)
-            log.warning(
-                "websocket handshake refused",
-                extra={
-                    "session": session_id[:128],
-                    "reason": refusal,
-                    "origin": (event.headers.get("origin") or "")[:200],
-                },
-            )
-            acceptable = False
-        if not acceptable or broker.shutting_down.is_set():
+        if isinstance(answer, Refuse):
+            if answer.why is not None:
+                log.warning("websocket handshake refused", extra=answer.why)
             self.response = self.conn.reject(403, "")
             self._respond_and_close()
             return
         headers = [(name.decode("latin-1"), value.decode("latin-1")) for name, value in self.default_headers]
-        if chosen is not None:
-            headers.append(("Sec-WebSocket-Protocol", chosen))
+        if answer.subprotocol is not None:
+            headers.append(("Sec-WebSocket-Protocol", answer.subprotocol))
         del self.response.headers["Date"]
         self.response.headers.update(headers)
         self.handshake_complete = True
         self.conn.send_response(self.response)
         self._flush()
         self.start_keepalive()
-        codec = frames.codec_for(chosen)
-        self.connection = (
-            InboxConnection(self, broker, codec) if inbox else ClientConnection(self, broker, session_id, codec)
-        )
+        self.connection = answer.connect(self)
         self.fast_frames = readable(self.conn)
         # Only the ASGI path needs these after the handshake; an idle connection should not
         # carry the request's and response's headers (a few KiB) for hours.
@@ -226,7 +219,7 @@ class ClientSocket(WebSocketsSansIOProtocol):
         """Start the closing handshake (as uvicorn does for an ASGI ``websocket.close``)."""
         if self.close_sent or not self.sending:
             return
-        self.broker.metrics.closes.labels(str(code)).inc()
+        self.serving.metrics.closes.labels(str(code)).inc()
         self.conn.send_close(code, reason)
         self._flush()
         self.close_sent = True
@@ -261,6 +254,7 @@ class ClientSocket(WebSocketsSansIOProtocol):
             self.connection.lost()
 
 
-def protocol_for(broker: Broker) -> type[ClientSocket]:
-    """The websocket protocol class for uvicorn's ``ws=`` setting, bound to ``broker``."""
-    return type("BoundClientSocket", (ClientSocket,), {"broker": broker})
+def protocol_for(handshake: Handshake, metrics: Metrics) -> type[ClientSocket]:
+    """The websocket protocol class for uvicorn's ``ws=`` setting: ``handshake`` decides each
+    upgrade (broker/ws/handshake.py's ``handshake_for(broker)``)."""
+    return type("BoundClientSocket", (ClientSocket,), {"serving": Serving(handshake, metrics)})

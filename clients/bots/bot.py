@@ -15,7 +15,7 @@ import os
 import random
 import time
 from collections import Counter, deque
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import msgpack
 import orjson
@@ -27,10 +27,8 @@ from websockets.typing import Subprotocol
 from broker.core.frames import SUBPROTOCOL_BY_CODEC, Codec
 from broker.core.status import CloseCode, CloseReason
 from clients.bots.checks import BOT_NAME, FrameChecks
+from clients.bots.round import Round, Saved, SessionView
 from clients.bots.stats import RATE_LIMITED_CLOSES
-
-if TYPE_CHECKING:
-    from clients.bots.session import Round, Session, _Saved
 
 MAX_CONNECT_ATTEMPTS = 6
 TRACE = os.environ.get("QBROKER_BOTS_TRACE") == "1"  # keep each bot's last frames for error reports
@@ -47,7 +45,7 @@ def ws_base(url: str) -> str:
 class Bot(FrameChecks):
     """One websocket client of a session."""
 
-    def __init__(self, session: Session, index: int, url: str, codec: Codec) -> None:
+    def __init__(self, session: SessionView, index: int, url: str, codec: Codec) -> None:
         self.session = session
         self.stats = session.stats
         self.index = index
@@ -58,7 +56,7 @@ class Bot(FrameChecks):
         self.ready = asyncio.Event()
         self.closing = False
         self.ref = 0
-        self.rng = random.Random(f"{session.run.opts.seed}:{session.sid}:bot{index}")
+        self.rng = random.Random(f"{session.settings.seed}:{session.sid}:bot{index}")
         self.pending_answer: tuple[str, int, float] | None = None  # (questionnaire, step, sent at)
         self.received_at = 0.0  # perf_counter() when the last frame arrived
         self.expect_view: tuple[str, int, int, Any] | None = None  # after a churn reconnect
@@ -68,7 +66,7 @@ class Bot(FrameChecks):
         self.seen: tuple[str, int] | None = None  # the questionnaire and highest step this bot was shown
         # The last command sent, with what to restore if the broker refuses it (an error
         # frame means "changed nothing"): (ref, round, step, expectation, clarified, last_acted).
-        self.inflight: tuple[int, Round, int, _Saved, Counter[int], int] | None = None
+        self.inflight: tuple[int, Round, int, Saved, Counter[int], int] | None = None
         self.trace: deque[str] | None = deque(maxlen=16) if TRACE else None
 
     # --- connection ----------------------------------------------------------------
@@ -105,18 +103,18 @@ class Bot(FrameChecks):
 
     def _fail_over(self) -> None:
         """Reconnect through the next --url: the process this bot was on may have died."""
-        urls = self.session.run.opts.urls
+        urls = self.session.settings.urls
         self.url = urls[(urls.index(self.url) + 1) % len(urls)]
         self.uri = f"{ws_base(self.url)}/v1/sessions/{self.session.sid}/ws"
 
     async def connect(self, *, in_churn: bool = False) -> None:
         """Open, say hello, read the welcome and the current view, and act on the view
         (``in_churn``: the churn that reconnects goes on to act itself)."""
-        async with self.session.run.connect_slots:
+        async with self.session.connect_slots:
             self.ws = await websockets.connect(
                 self.uri,
                 subprotocols=[Subprotocol(SUBPROTOCOL_BY_CODEC[self.codec])],
-                compression="deflate" if self.session.run.opts.deflate else None,
+                compression="deflate" if self.session.settings.deflate else None,
                 open_timeout=15,
                 max_size=1 << 20,
                 ping_interval=None,
@@ -298,7 +296,7 @@ class Bot(FrameChecks):
             raise
 
     async def act(self, rnd: Round, qid: str, step: int, index: int, previous: int) -> None:
-        opts = self.session.run.opts
+        opts = self.session.settings
         plan, expect = rnd.plan, rnd.expect
         low, high = opts.think_ms
         if high > 0:

@@ -9,19 +9,18 @@ but apart from the connection and the playing of the plan. A problem is reported
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
+
+from clients.bots.round import Round, SessionView
+from clients.bots.stats import Stats
 
 BOT_NAME = "qbroker-bots"  # how a bot names itself in its hello ("qbroker-bots 3")
-
-if TYPE_CHECKING:
-    from clients.bots.session import Round, Session
-    from clients.bots.stats import Stats
 
 
 class FrameChecks:
     """The frame checks of one bot (mixed into ``Bot``, which sets these attributes)."""
 
-    session: Session
+    session: SessionView
     stats: Stats
     seen: tuple[str, int] | None  # the questionnaire and highest step this bot was shown
     pending_answer: tuple[str, int, float] | None  # (questionnaire, step, sent at)

@@ -305,8 +305,8 @@ def check_url(url: str, allow_remote: bool) -> str | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from clients.bots.options import Options
     from clients.bots.plan import Rates, Shape
-    from clients.bots.run import Options
     from clients.bots.stats import RATE_LIMITED_CLOSES
 
     urls = split_urls(args.url)

@@ -16,54 +16,16 @@ import contextlib
 import ssl
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Literal
 
 from clients.bots.bot import Bot
-from clients.bots.plan import Rates, Shape
-from clients.bots.session import Round, Session
+from clients.bots.options import Budget, Options
+from clients.bots.round import Round
+from clients.bots.session import Session
 from clients.bots.stats import Stats
 
 __all__ = ["Bot", "Budget", "LoadRun", "Options", "Round", "Session", "run_load"]
 
 CONNECT_CONCURRENCY = 64  # handshakes in flight per process (keeps the accept backlog sane)
-
-
-@dataclass
-class Options:
-    """Everything one load process needs (plain data: it crosses process boundaries)."""
-
-    urls: list[str]
-    secret: str
-    session_ids: list[str]
-    bots: int = 1
-    codec: Literal["json", "msgpack", "mixed"] = "json"
-    shape: Shape = field(default_factory=Shape)
-    rates: Rates = field(default_factory=Rates)
-    think_ms: tuple[float, float] = (20.0, 60.0)
-    count: int = 20
-    duration: float = 30.0
-    timeout: float = 60.0
-    wait: float = 30.0
-    seed: int = 0
-    deflate: bool = False
-    connect_timeout: float = 30.0
-    session_offset: int = 0  # global index of this process's first session (spreads URLs)
-    session_stride: int = 1  # global index step between this process's sessions
-
-
-class Budget:
-    """How many questionnaires may still start, and until when."""
-
-    def __init__(self, count: int, deadline: float) -> None:
-        self.left = count
-        self.deadline = deadline
-
-    def take(self) -> bool:
-        if self.left <= 0 or time.monotonic() >= self.deadline:
-            return False
-        self.left -= 1
-        return True
 
 
 class LoadRun:

@@ -16,8 +16,7 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import httpx
 
@@ -26,60 +25,16 @@ from broker.tokens.claims import mint_token
 from clients.bots.bot import Bot
 from clients.bots.http import AgentHTTP
 from clients.bots.http import HTTPError as BotsHTTPError
-from clients.bots.plan import Expectation, Plan, make_plan, verify_result
+from clients.bots.plan import Expectation, make_plan, verify_result
+from clients.bots.round import BotSettings, Round, RunView
 from clients.bots.stats import VERIFY_MISMATCH
-
-if TYPE_CHECKING:
-    from clients.bots.run import LoadRun
 
 MIXED_CODECS: tuple[Codec, Codec] = ("json", "msgpack")  # --codec mixed: bot by bot, in turn
 MAX_AGENT_CALLS = 200  # per questionnaire: 202 re-attaches and resumes together
 
-# What a command may change in an ``Expectation``: answers, clarifications, draft, cancelled.
-_Saved = tuple[list[dict[str, Any]], list[dict[str, Any]], "dict[str, Any] | None", bool]
-
-
-@dataclass
-class Round:
-    """One questionnaire in flight: the plan, what the bots did so far, timing."""
-
-    plan: Plan
-    expect: Expectation
-    started: float
-    questionnaire_id: str | None = None
-    acted: set[int] = field(default_factory=set)  # steps some bot has acted on
-    last_acted: int = -1
-    clarified: Counter[int] = field(default_factory=Counter)  # question index -> clarifications sent
-
-    def next_command(self, qid: str, step: int, index: int, rng: random.Random) -> dict[str, Any]:
-        """The command for question ``index`` that the plan says (a clarification, the cancel
-        or the answer), written into the expectation as sent; the caller adds its ``ref``."""
-        plan, expect = self.plan, self.expect
-        if self.clarified[index] < plan.clarify_at.count(index):
-            self.clarified[index] += 1
-            request = plan.request(len(expect.clarifications) + 1)
-            pick = plan.drafts[index] if rng.random() < 0.5 else None
-            expect.asked(index, request, pick.expected if pick is not None else None)
-            frame: dict[str, Any] = {"type": "clarify", "questionnaireId": qid, "step": step, "request": request}
-            if pick is not None:
-                frame["draft"] = pick.selection()
-            return frame
-        if index == plan.cancel_at:
-            expect.cancelled = True
-            return {"type": "cancel", "questionnaireId": qid, "step": step}
-        pick = plan.answers[index]
-        expect.answered(index)
-        return {
-            "type": "answer",
-            "questionnaireId": qid,
-            "step": step,
-            "questionId": plan.snapshot[index]["id"],
-            **pick.selection(),
-        }
-
 
 class Session:
-    def __init__(self, run: LoadRun, index: int, sid: str) -> None:
+    def __init__(self, run: RunView, index: int, sid: str) -> None:
         self.run = run
         self.stats = run.stats
         self.sid = sid
@@ -90,6 +45,8 @@ class Session:
         self.rng = random.Random(f"{opts.seed}:{sid}")
         self.agent_headers = {"Authorization": f"Bearer {mint_token(opts.secret, sid, 'agent')}"}
         self.client_token = mint_token(opts.secret, sid, "client")
+        self.settings = BotSettings(opts.seed, opts.urls, opts.deflate, opts.think_ms, opts.rates)
+        self.connect_slots = run.connect_slots
         self.bots: list[Bot] = []
         for j in range(opts.bots):
             url = opts.urls[(global_index + 1 + j) % n] if n > 1 else opts.urls[0]

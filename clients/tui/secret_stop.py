@@ -10,27 +10,9 @@ back in a draft was checked, or confirmed on another screen, already.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
-
 from broker.core.frames import CONFIRMED_NOT_SECRET
 from broker.core.secret_shapes import looks_like_secret
-from clients.tui.state import Frame, TuiState
-
-Kind = Literal["other", "clarify"]
-WHAT: dict[Kind, str] = {"other": "Your answer", "clarify": "Your question for the agent"}
-
-
-@dataclass(frozen=True)
-class Held:
-    """A text held back: which field it is in, and what it looks like (a rule's sentence)."""
-
-    kind: Kind
-    text: str
-    sentence: str
-
-    def message(self) -> str:
-        return f"{WHAT[self.kind]} looks like {self.sentence}."
+from clients.tui.state import Frame, Held, Kind, TuiState
 
 
 def holds(state: TuiState, kind: Kind, text: str) -> bool:

@@ -10,16 +10,30 @@ sent waits (``busy``) until the broker's next frame says what became of it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from broker.core.model import MAX_OTHER
 from clients.tui.scroll import Scroll
 from clients.tui.text_input import TextInput
 
-if TYPE_CHECKING:
-    from clients.tui.secret_stop import Held
-
 Frame = dict[str, Any]
+# Where a text held back by the stop before a secret (secret_stop.py) was typed.
+Kind = Literal["other", "clarify"]
+WHAT: dict[Kind, str] = {"other": "Your answer", "clarify": "Your question for the agent"}
+
+
+@dataclass(frozen=True)
+class Held:
+    """A text held back: which field it is in, and what it looks like (a rule's sentence)."""
+
+    kind: Kind
+    text: str
+    sentence: str
+
+    def message(self) -> str:
+        return f"{WHAT[self.kind]} looks like {self.sentence}."
+
+
 Mode = Literal["list", "other", "clarify", "confirm", "secret"]
 View = Literal["connecting", "idle", "question", "suspended"]
 Conn = Literal["connecting", "connected", "offline"]

@@ -34,6 +34,7 @@ from broker.runtime.config import Config
 from broker.service import Broker
 from broker.store.memory import MemoryStore
 from broker.tokens.claims import mint_token
+from broker.ws.handshake import handshake_for
 from broker.ws.transport import ClientSocket, protocol_for
 from tests.helpers.processes import free_port
 from tests.helpers.waiting import eventually
@@ -61,7 +62,12 @@ async def broker_in_process() -> AsyncIterator[tuple[Broker, int]]:
     app = create_app(config, MemoryStore())
     server = uvicorn.Server(
         uvicorn.Config(
-            app, host="127.0.0.1", port=port, log_config=None, ws=protocol_for(app.state.broker), lifespan="on"
+            app,
+            host="127.0.0.1",
+            port=port,
+            log_config=None,
+            ws=protocol_for(handshake_for(app.state.broker), app.state.broker.metrics),
+            lifespan="on",
         )
     )
     serving = asyncio.create_task(server.serve())

@@ -19,6 +19,8 @@ from starlette.types import Message
 
 from broker.app import BrokerApp, create_app
 from broker.http import agent_api, kit
+from broker.http.routes import ROUTES, openapi_document
+from broker.http.routing import not_found_message
 from broker.runtime.config import Config
 from broker.tokens.claims import mint_token
 
@@ -167,29 +169,55 @@ async def test_other_paths_go_to_the_starlette_app(app: BrokerApp) -> None:
 
 # --- the helpers that stand in for Starlette's ---------------------------------------------
 
-_START_ROUTE = compile_path("/v1/sessions/{sid}/questionnaire")[0]
-_ITEM_ROUTE = compile_path("/v1/sessions/{sid}/questionnaires/{qid}")[0]
-_segments = st.sampled_from(["", "v1", "sessions", "questionnaire", "questionnaires", "s1", "q.1", "a b", "\n"])
+_segments = st.sampled_from(
+    ["", "v1", "sessions", "questionnaire", "questionnaires", "events", "mcp", "inbox", "s1", "q.1", "a b", "\n"]
+)
 
 
-def _starlette_match(path: str) -> tuple[str, str | None] | None:
-    for route in (_START_ROUTE, _ITEM_ROUTE):
-        found = route.match(path)
-        if found:
-            return found["sid"], found.groupdict().get("qid")
-    return None
+def _starlette_match(template: str, path: str) -> tuple[str, ...] | None:
+    found = compile_path(template)[0].match(path)
+    return tuple(found.groupdict().values()) if found else None
 
 
-@given(segments=st.lists(_segments, max_size=6), prefix=st.booleans())
-def test_match_takes_the_paths_starlette_would_route_to_the_agent_api(segments: list[str], prefix: bool) -> None:
-    path = ("/v1/sessions/" if prefix else "/") + "/".join(segments)
-    assert agent_api.match(path) == _starlette_match(path)
+@given(segments=st.lists(_segments, max_size=6), prefix=st.booleans(), slash=st.booleans())
+def test_every_route_takes_the_paths_starlette_would_route_to_it(
+    segments: list[str], prefix: bool, slash: bool
+) -> None:
+    path = ("/v1/sessions/" if prefix else "/") + "/".join(segments) + ("/" if slash else "")
+    for route in ROUTES:
+        # A route that takes a trailing slash takes the path without it as Starlette would.
+        plain = path[:-1] if route.slash and path.endswith("/") and len(path) > 1 else path
+        assert route.match(path.split("/")) == _starlette_match(route.path, plain), (route.path, path)
 
 
-def test_match_names_the_session_and_the_questionnaire() -> None:
-    assert agent_api.match("/v1/sessions/s1/questionnaire") == ("s1", None)
-    assert agent_api.match("/v1/sessions/s1/questionnaires/q1") == ("s1", "q1")
-    assert agent_api.match("/v1/sessions/s1/ws") is None
+def _route(path: str) -> tuple[str, tuple[str, ...]] | None:
+    parts = path.split("/")
+    return next(((route.path, found) for route in ROUTES if (found := route.match(parts)) is not None), None)
+
+
+def test_a_route_names_the_session_and_the_questionnaire() -> None:
+    assert _route("/v1/sessions/s1/questionnaire") == ("/v1/sessions/{sid}/questionnaire", ("s1",))
+    assert _route("/v1/sessions/s1/questionnaires/q1") == ("/v1/sessions/{sid}/questionnaires/{qid}", ("s1", "q1"))
+    assert _route("/v1/sessions/s1/questionnaires/q1/events")[1] == ("s1", "q1")  # type: ignore[index]
+    assert _route("/mcp/") == ("/mcp", ())
+    assert _route("/v1/sessions//questionnaire") is None and _route("/v1/sessions/s1/nothing") is None
+
+
+def test_the_404_lists_every_route_and_the_openapi_document_every_http_route() -> None:
+    message = not_found_message(ROUTES, "GET", "/v1/nothing")
+    assert message.startswith("no such endpoint: GET /v1/nothing; ")
+    assert all(f"{route.methods} {route.path} (" in message for route in ROUTES)
+    assert not_found_message(ROUTES, "GET", "/v1/questionnaire").startswith("questionnaire: no such endpoint")
+    document = openapi_document()
+    http_paths = {route.path for route in ROUTES if route.endpoint is not None}
+    assert set(document["paths"]) == http_paths
+    for route in ROUTES:
+        if route.endpoint is not None:
+            methods = set(route.methods.lower().split("/"))
+            assert methods <= set(document["paths"][route.path]), route.path
+    # An area documents only paths the table routes: no operation without an endpoint.
+    for area in {route.doc for route in ROUTES if route.doc is not None}:
+        assert set(area.operations()) <= http_paths
 
 
 @given(query=st.text(alphabet="wait=&%+;2F0x5é ", max_size=16))

@@ -1,11 +1,17 @@
 """The layers of docs/architecture.md, enforced on the source (parsed with ast, not imported).
 
+Every module of ``broker/`` is in one layer, by the folder it is in (``LAYERS``); a new
+module lands in its folder's layer and is held to its rules without a list to update:
+
 - ``broker/`` never imports ``clients/`` or ``qbroker/``: the service does not know its clients.
 - ``clients/`` imports only what a program on the other side of the wire may know of the
-  broker: the pure core (the wire), and the token and settings helpers.
+  broker: the pure core (the wire), the token claims and the settings.
 - The inside of the service (``broker/service``, ``broker/store``, ``broker/notify``) never
-  imports an edge (an HTTP or websocket adapter, the app, the commands); ``store`` and
+  imports an edge (an HTTP or websocket endpoint, the app, the commands); ``store`` and
   ``notify`` do not import ``service`` either.
+- The plumbing (``runtime``, ``tokens`` but its command), the websocket transport and the
+  speed-ups import no edge: the server hands the transport its handshake.
+- No import cycle anywhere in ``broker/``.
 - ``broker/core/`` has its own, stricter rule: tests/unit/test_core_is_pure.py.
 """
 
@@ -20,16 +26,58 @@ ROOT = Path(__file__).resolve().parents[2]
 # What clients may import of broker/: the wire (core), minting tokens, the settings' names
 # and the data dir's secret file (the bots read a local broker's generated secret).
 CLIENTS_MAY_IMPORT = ("broker.core", "broker.tokens.claims", "broker.runtime.config")
-# The edges: what turns a request, a socket or a command line into calls on the service.
-EDGES = (
-    "broker.http",
-    "broker.ws",
-    "broker.remote_mcp",
-    "broker.app",
-    "broker.server",
-    "broker.tokens.command",
+# Each module's layer: the first rule whose path (a folder, or a file) holds it.
+LAYERS: tuple[tuple[str, str], ...] = (
+    ("broker/core", "core"),
+    ("broker/service", "service"),
+    ("broker/store", "store"),
+    ("broker/notify", "notify"),
+    ("broker/runtime", "plumbing"),
+    ("broker/tokens/command.py", "edge"),  # a command line, turned into calls
+    ("broker/tokens", "plumbing"),  # the token checks the service owns
+    ("broker/speedups", "speed-up"),
+    ("broker/ws/transport.py", "transport"),
+    ("broker/ws/frame_codec.py", "transport"),
+    ("broker/ws/socket.py", "transport"),
+    ("broker/ws", "edge"),
+    ("broker/http", "edge"),
+    ("broker/remote_mcp", "edge"),
+    ("broker/app.py", "assembly"),
+    ("broker/server.py", "assembly"),
+    ("broker/__init__.py", "assembly"),
 )
-INSIDE = ("broker/service", "broker/store", "broker/notify")
+# What each layer may not import (by layer); "edge" and "assembly" may import anything of broker/.
+FORBIDDEN: dict[str, tuple[str, ...]] = {
+    "core": ("service", "store", "notify", "plumbing", "speed-up", "transport", "edge", "assembly"),
+    "service": ("edge", "transport", "assembly"),
+    "store": ("service", "notify", "edge", "transport", "assembly"),
+    "notify": ("service", "edge", "transport", "assembly"),
+    "plumbing": ("edge", "transport", "assembly"),
+    "speed-up": ("edge", "transport", "assembly"),
+    "transport": ("edge", "assembly"),
+    "edge": (),
+    "assembly": (),
+}
+
+
+def layer_of(path: Path) -> str:
+    relative = path.relative_to(ROOT).as_posix()
+    for prefix, layer in LAYERS:
+        if relative == prefix or relative.startswith(prefix + "/"):
+            return layer
+    raise AssertionError(f"{relative} is in no layer: add its folder to LAYERS and docs/architecture.md")
+
+
+def module_path(name: str) -> Path | None:
+    """The file a dotted name imports (its module, or its package's __init__), None outside broker/."""
+    parts = name.split(".")
+    while parts and parts[0] == "broker":
+        base = ROOT.joinpath(*parts)
+        for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+            if candidate.is_file():
+                return candidate
+        parts = parts[:-1]
+    return None
 
 
 def imported_modules(path: Path) -> list[tuple[int, str]]:
@@ -74,20 +122,75 @@ def test_clients_import_only_the_wire_and_tokens_of_the_broker(path: Path) -> No
     assert wrong == []
 
 
-@pytest.mark.parametrize(
-    "path", [path for folder in INSIDE for path in sources(folder)], ids=lambda p: str(p.relative_to(ROOT))
-)
-def test_the_inside_of_the_service_never_imports_an_edge(path: Path) -> None:
-    forbidden = EDGES if path.is_relative_to(ROOT / "broker" / "service") else (*EDGES, "broker.service")
-    wrong = [f"line {line}: {name}" for line, name in imported_modules(path) if _within(name, forbidden)]
+def imported_files(path: Path) -> dict[Path, str]:
+    """The files of broker/ that ``path`` imports, each with a line that does. Its own
+    packages' __init__ files are left out: Python imports them before ``path`` anyway."""
+    found: dict[Path, str] = {}
+    for line, name in imported_modules(path):
+        target = module_path(name)
+        if target is None or target == path:
+            continue
+        if target.name == "__init__.py" and path.is_relative_to(target.parent):
+            continue
+        found.setdefault(target, f"line {line}: {name}")
+    return found
+
+
+@pytest.mark.parametrize("path", sources("broker"), ids=lambda p: str(p.relative_to(ROOT)))
+def test_each_layer_imports_only_what_it_may(path: Path) -> None:
+    forbidden = FORBIDDEN[layer_of(path)]
+    wrong = [
+        f"{where} (a {layer_of(target)} module)"
+        for target, where in imported_files(path).items()
+        if layer_of(target) in forbidden
+    ]
     assert wrong == []
 
 
-def test_the_rules_reach_every_package_of_the_broker() -> None:
-    checked = {path.parent.relative_to(ROOT).as_posix() for path in sources("broker")}
-    assert {"broker/notify", "broker/remote_mcp", "broker/service", "broker/store/redis", "broker/core"} <= checked
-    inside = {path.parent.relative_to(ROOT).as_posix() for folder in INSIDE for path in sources(folder)}
-    assert {"broker/notify", "broker/service", "broker/store", "broker/store/redis"} <= inside
+def find_cycles(graph: dict[str, set[str]]) -> list[str]:
+    """Every cycle a depth-first walk of ``graph`` meets, as ``a -> b -> a``."""
+    cycles: list[str] = []
+    state: dict[str, int] = {}  # 1: on the current trail, 2: done
+
+    def visit(node: str, trail: list[str]) -> None:
+        state[node] = 1
+        for target in sorted(graph.get(node, set())):
+            if state.get(target) == 1:
+                cycles.append(" -> ".join([*trail[trail.index(target) :], target]))
+            elif target not in state:
+                visit(target, [*trail, target])
+        state[node] = 2
+
+    for node in sorted(graph):
+        if node not in state:
+            visit(node, [node])
+    return cycles
+
+
+def test_there_is_no_import_cycle_in_the_broker() -> None:
+    def name(path: Path) -> str:
+        return path.relative_to(ROOT).as_posix()
+
+    graph = {name(path): {name(target) for target in imported_files(path)} for path in sources("broker")}
+    assert find_cycles(graph) == []
+
+
+def test_every_module_of_the_broker_is_in_a_layer() -> None:
+    layers = {path.relative_to(ROOT).as_posix(): layer_of(path) for path in sources("broker")}
+    assert layers["broker/ws/transport.py"] == "transport" and layers["broker/ws/session.py"] == "edge"
+    assert layers["broker/tokens/claims.py"] == "plumbing" and layers["broker/tokens/command.py"] == "edge"
+    assert {"core", "service", "store", "notify", "plumbing", "speed-up", "transport", "edge", "assembly"} == set(
+        layers.values()
+    )
+
+
+def test_the_checker_finds_a_layer_crossing_and_a_cycle() -> None:
+    assert module_path("broker.ws.session.ClientConnection") == ROOT / "broker" / "ws" / "session.py"
+    assert module_path("broker.service") == ROOT / "broker" / "service" / "__init__.py"
+    assert module_path("json") is None
+    assert "edge" in FORBIDDEN[layer_of(ROOT / "broker" / "ws" / "transport.py")]
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a -> b -> c -> a"]
+    assert find_cycles({"a": {"b", "c"}, "b": {"c"}, "c": set()}) == []
 
 
 def test_the_checker_sees_absolute_relative_and_from_imports(tmp_path: Path) -> None:

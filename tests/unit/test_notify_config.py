@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from broker.notify.config import DEFAULT_AFTER, covers, load_routes, parse_routes
+from broker.notify.config import _CHECKS, DEFAULT_AFTER, covers, load_routes, parse_routes
+from broker.notify.kinds import KINDS
 
 WEBHOOK = {"sessions": "team-a:*", "kind": "webhook", "url": "https://hooks.example.com/q", "secret": "whsec_1"}
 
@@ -138,3 +139,10 @@ def test_a_missing_file_stops_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(SystemExit) as raised:
         load_routes(tmp_path / "absent.toml")
     assert "cannot read" in str(raised.value.code)
+
+
+def test_every_kind_s_key_has_a_check_and_its_required_keys_are_its_own() -> None:
+    for kind in KINDS.values():
+        assert set(kind.required) <= kind.keys, kind.name
+        assert kind.keys <= set(_CHECKS), kind.name
+        assert ("url" in kind.keys) == bool(kind.url_schemes), kind.name

@@ -33,7 +33,7 @@ from broker.core.model import (
     parse_tool_input,
 )
 from broker.core.schema import TOOL_INPUT_SCHEMA, tool_input_schema, trimmed_text_pattern
-from broker.http.openapi import build_openapi
+from broker.http.routes import openapi_document
 from clients.mcp.server import INPUT_SCHEMA, tool_json
 from tests.helpers.samples import multi, single
 from tests.helpers.samples import start_body as start_payload
@@ -121,7 +121,7 @@ def test_a_copy_is_a_copy() -> None:
 
 def test_the_mcp_tool_and_the_openapi_document_publish_this_schema() -> None:
     assert INPUT_SCHEMA is TOOL_INPUT_SCHEMA and tool_json()["inputSchema"] == TOOL_INPUT_SCHEMA
-    openapi = json.loads(json.dumps(build_openapi()))
+    openapi = json.loads(json.dumps(openapi_document()))
     assert openapi["components"]["schemas"]["ToolInput"] == TOOL_INPUT_SCHEMA
     body = openapi["paths"]["/v1/sessions/{sid}/questionnaire"]["post"]["requestBody"]
     assert body["content"]["application/json"]["schema"] == {"$ref": "#/components/schemas/ToolInput"}

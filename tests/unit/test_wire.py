@@ -7,7 +7,7 @@ import re
 import pytest
 
 from broker.core.wire import MAX_SESSION_ID, SESSION_ID_PATTERN, SESSION_ID_RULE, is_session_id
-from broker.http.openapi import build_openapi
+from broker.http.routes import openapi_document
 from broker.tokens.claims import mint_token, valid_session_id
 
 GOOD = ["demo", "a", "A-Z.a_z:0-9", "x" * MAX_SESSION_ID, "...", "user:42"]
@@ -36,5 +36,5 @@ def test_the_rule_in_messages_and_the_pattern_say_the_same() -> None:
 
 
 def test_the_openapi_document_publishes_the_same_pattern() -> None:
-    sid = next(p for p in build_openapi()["paths"]["/v1/sessions/{sid}/questionnaire"]["post"]["parameters"])
+    sid = next(p for p in openapi_document()["paths"]["/v1/sessions/{sid}/questionnaire"]["post"]["parameters"])
     assert sid["name"] == "sid" and sid["schema"]["pattern"] == SESSION_ID_PATTERN

@@ -21,6 +21,7 @@ from broker.runtime.config import Config
 from broker.service import Broker, Encoded
 from broker.store.memory import MemoryStore
 from broker.tokens.claims import mint_token
+from broker.ws import connection as connection_module
 from broker.ws import session
 from tests.helpers.waiting import eventually
 
@@ -28,7 +29,7 @@ SECRET = "unit-test-secret-unit-test-secret-0123"
 
 
 class FakeSocket:
-    """What ClientConnection uses of ClientSocket: writes, closes, read pausing, the loop."""
+    """A ``Socket`` (broker/ws/socket.py): what a connection uses of the transport."""
 
     def __init__(self) -> None:
         self.loop = asyncio.get_running_loop()
@@ -39,10 +40,10 @@ class FakeSocket:
         self.sending = True  # False once either side began the closing handshake
         self.reading_paused: list[bool] = []
 
-    def write_frame(self, data: str | bytes, text: bool) -> None:
+    def write_frame(self, data: bytes, text: bool) -> None:
         self.write_frames([data], text)
 
-    def write_frames(self, payloads: list[str | bytes], text: bool) -> None:
+    def write_frames(self, payloads: list[bytes], text: bool) -> None:
         assert text
         frames = [json.loads(data) for data in payloads]
         self.written.extend(frames)
@@ -70,7 +71,7 @@ async def connection(
     config = replace(Config(), secret=SECRET, **settings)
     broker = Broker(config, store or MemoryStore())
     socket = FakeSocket()
-    return session.ClientConnection(socket, broker, "s1", "json"), socket, broker  # type: ignore[arg-type]
+    return session.ClientConnection(socket, broker, "s1", "json"), socket, broker
 
 
 def hello(session: str = "s1") -> str:
@@ -151,10 +152,10 @@ async def test_frames_queued_together_drain_in_order() -> None:
 async def test_a_client_too_far_behind_is_closed_1008() -> None:
     client, socket, _ = await joined()
     client.writable = False
-    for n in range(session.OUTBOUND_QUEUE):
+    for n in range(connection_module.OUTBOUND_QUEUE):
         client.deliver(pong(n))
     assert socket.closed_with is None
-    client.deliver(pong(session.OUTBOUND_QUEUE))
+    client.deliver(pong(connection_module.OUTBOUND_QUEUE))
     assert socket.closed_with == (CloseCode.POLICY_VIOLATION, "client too slow")
     client.deliver(pong(0))
     client.drain()
@@ -183,12 +184,12 @@ async def test_on_the_memory_store_a_frame_is_handled_at_once_with_no_task() -> 
 async def test_a_burst_of_frames_pauses_reading_until_they_are_handled() -> None:
     client, socket, _ = await joined(TaskMemoryStore())
     assert client.worker is None
-    for _ in range(session.INBOX_HIGH):
+    for _ in range(connection_module.INBOX_HIGH):
         client.received(json.dumps({"type": "ping"}))
     assert socket.reading_paused == [True]
     await settle(client)
     assert socket.reading_paused == [True, False]
-    assert [f["type"] for f in socket.written] == ["pong"] * session.INBOX_HIGH
+    assert [f["type"] for f in socket.written] == ["pong"] * connection_module.INBOX_HIGH
 
 
 async def test_frames_beyond_the_rate_limit_close_1008() -> None:
