@@ -21,6 +21,9 @@ function clearFooter() {
 
 window.addEventListener("scroll", clearFooter, { passive: true });
 window.addEventListener("resize", clearFooter);
+// A new view changes the page's height (a long question gives way to "Waiting for
+// questions"), which brings the footer on screen without any scroll or resize.
+new ResizeObserver(() => clearFooter()).observe(document.body);
 
 /** {kind, title, text, ttl, code, hideCode}: `code` is shown (small) unless `hideCode`, and
  * always kept in data-code. */

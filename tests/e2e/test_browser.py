@@ -1025,15 +1025,24 @@ def _luminance(css_color: str) -> float:
     return (0.2126 * red + 0.7152 * green + 0.0722 * blue) / 255
 
 
+# A laptop window shorter than the question: the footer is off screen while the person
+# answers, and comes on screen only when "Waiting for questions" replaces the question.
+SHORT_DESKTOP = {"width": 1100, "height": 520}
+
+
 def test_the_answers_sent_toast_never_covers_the_footer(
     web_browser: Browser, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    for viewport in (DESKTOP, PHONE):
+    for viewport in (DESKTOP, PHONE, SHORT_DESKTOP):
         context = _new_context(web_browser, viewport=viewport)
         try:
             page = context.new_page()
             open_client(page, web_broker.url, web_sid)
             web_agent.start(TARGET)
+            expect(option(page, "staging")).to_be_visible()
+            if viewport is SHORT_DESKTOP:
+                footer_top = page.evaluate("document.querySelector('footer.footer').getBoundingClientRect().top")
+                assert footer_top > viewport["height"], "the question should push the footer off screen"
             option(page, "staging").click()
             toast = page.locator(".toast").filter(has_text="Answers sent")
             expect(toast).to_be_visible()
