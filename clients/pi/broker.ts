@@ -117,6 +117,19 @@ export function settingsFromEnv(env: Record<string, string | undefined>): Broker
 	return { ...DEFAULTS, url: url.replace(/\/+$/, ""), session, token, retries };
 }
 
+/** Pi's start-up warning when the settings cannot work, naming only what is missing or
+ * wrong (a person who set two of the three should not hunt for which); null when they work. */
+export function settingsWarning(env: Record<string, string | undefined>): string | null {
+	try {
+		settingsFromEnv(env);
+		return null;
+	} catch (error) {
+		const missing = [ENVIRONMENT.url, ENVIRONMENT.session, ENVIRONMENT.token].filter((name) => !env[name]?.trim());
+		if (missing.length > 0) return `questionnaire (qbroker): set ${missing.join(", ")} to reach the user`;
+		return `questionnaire (qbroker): ${(error as Error).message.replace(/^questionnaire: /, "")}`;
+	}
+}
+
 /** What the exchange needs from the outside world; tests hand in their own. */
 export interface Io {
 	fetch: typeof fetch;

@@ -29,7 +29,7 @@ import type { AgentToolResult, ExtensionAPI, Theme } from "@mariozechner/pi-codi
 import { Text } from "@mariozechner/pi-tui";
 import type { TSchema } from "typebox";
 import type { Surface } from "./asker.ts";
-import { BrokerClient, BrokerError, ENVIRONMENT, type Pending, settingsFromEnv, type ToolResult } from "./broker.ts";
+import { BrokerClient, BrokerError, type Pending, settingsFromEnv, settingsWarning, type ToolResult } from "./broker.ts";
 import { AskingInPi, askAlone, inHostFromEnv } from "./in_pi.ts";
 import { LocalQuestionnaire, LocalRefusal } from "./local.ts";
 import { piSurface } from "./selector.ts";
@@ -161,12 +161,8 @@ export default function questionnaire(pi: ExtensionAPI): void {
 
 	pi.on("session_start", async (_event, ctx) => {
 		if (!ctx.hasUI) return;
-		try {
-			settingsFromEnv(process.env);
-		} catch {
-			const names = [ENVIRONMENT.url, ENVIRONMENT.session, ENVIRONMENT.token].join(", ");
-			ctx.ui.notify(`questionnaire (qbroker): set ${names} to reach the user`, "warning");
-		}
+		const warning = settingsWarning(process.env);
+		if (warning) ctx.ui.notify(warning, "warning");
 	});
 
 	pi.on("session_shutdown", async () => {

@@ -4,7 +4,7 @@
 
 import assert from "node:assert/strict";
 import { test } from "node:test";
-import { BrokerClient, BrokerError, type BrokerSettings, DEFAULTS, type Io, settingsFromEnv } from "../../clients/pi/broker.ts";
+import { BrokerClient, BrokerError, type BrokerSettings, DEFAULTS, type Io, settingsFromEnv, settingsWarning } from "../../clients/pi/broker.ts";
 
 const SETTINGS: BrokerSettings = { ...DEFAULTS, url: "http://broker.test", session: "s 1", token: "tok" };
 const START = { action: "start", questions: [{ id: "q", prompt: "?", type: "single", options: [{ id: "a" }] }] };
@@ -258,6 +258,19 @@ test("with nothing set, the error names every variable to set", () => {
 		const message = (error as Error).message;
 		return message.includes("QBROKER_TOKEN") && !message.includes("QBROKER_URL");
 	});
+});
+
+test("the start-up warning names only what is missing, or what is wrong", () => {
+	assert.equal(settingsWarning({ QBROKER_URL: "http://x", QBROKER_SESSION: "s", QBROKER_TOKEN: "t" }), null);
+	assert.equal(
+		settingsWarning({ QBROKER_URL: "http://x", QBROKER_SESSION: "demo" }),
+		"questionnaire (qbroker): set QBROKER_TOKEN to reach the user",
+	);
+	assert.equal(settingsWarning({}), "questionnaire (qbroker): set QBROKER_URL, QBROKER_SESSION, QBROKER_TOKEN to reach the user");
+	assert.equal(
+		settingsWarning({ QBROKER_URL: "http://x", QBROKER_SESSION: "s", QBROKER_TOKEN: "t", QBROKER_RETRIES: "many" }),
+		'questionnaire (qbroker): QBROKER_RETRIES must be a whole number >= 0, got "many"',
+	);
 });
 
 test("a bad URL or retry count is refused in one line", () => {
