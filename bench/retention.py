@@ -134,7 +134,7 @@ def steady(seconds: float, retention: float, broker_count: int, sessions: int) -
         with procs.brokers(broker_count, url, settings={"QBROKER_RETENTION": str(retention)}) as started_brokers:
             urls = [b.url for b in started_brokers]
             pids = [b.pid for b in started_brokers]
-            args = ["--sessions", str(sessions), "--count", "100000000", "--duration", str(seconds)]
+            args = ["--sessions", str(sessions), "--duration", str(seconds)]
             args += ["--think-time", "0", "--questions", "3", "--processes", "2"]
             began = time.monotonic()
             result: list[load_runs.LoadResult] = []
