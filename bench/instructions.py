@@ -48,12 +48,15 @@ DUMP_WAIT = 60.0  # seconds for callgrind to write a dump it was asked for
 
 
 def callgrind(out: Path) -> list[str]:
-    return ["valgrind", "--tool=callgrind", "--cache-sim=no", f"--callgrind-out-file={out}"]
+    # No instrumentation until the broker is ready (``control(pid, "--instr=on")``): its start,
+    # imports included, runs several times faster, so a broker becomes ready on a loaded machine.
+    return ["valgrind", "--tool=callgrind", "--cache-sim=no", "--instr-atstart=no", f"--callgrind-out-file={out}"]
 
 
-def control(pid: int, what: str) -> None:
-    """Ask the callgrind running as ``pid`` to zero (-z) or dump (-d) its counters."""
-    subprocess.run(["callgrind_control", what, str(pid)], check=True, capture_output=True, timeout=60)
+def control(pid: int, *what: str) -> None:
+    """Ask the callgrind running as ``pid`` to zero (-z) or dump (-d) its counters, or to
+    start instrumenting (--instr=on)."""
+    subprocess.run(["callgrind_control", *what, str(pid)], check=True, capture_output=True, timeout=60)
 
 
 def dumped_total(out: Path) -> int:
@@ -138,6 +141,8 @@ def _count(args: argparse.Namespace, tmp: Path, redis_url: str | None) -> Counte
     wrap = (lambda i: callgrind(outs[i])) if counting else None
     with procs.brokers(count, redis_url, wrap=wrap, ready_within=args.ready_within) as started:
         urls, pids = [b.url for b in started], [b.pid for b in started]
+        for pid in pids if counting else ():
+            control(pid, "--instr=on")
         print(f"[instructions] warm-up: {args.warm_up} questionnaires", file=sys.stderr)
         bots(urls, pids, args.warm_up, args.sessions)
         idle = redis_stats.background(redis_url, args.idle) if redis_url else None
