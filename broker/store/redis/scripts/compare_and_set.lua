@@ -28,7 +28,7 @@ if renew then
   fields[#fields + 1] = string.format('%.0f', now + retention)
 end
 local moment = string.sub(ARGV[10], 1, tonumber(ARGV[11]))
-local moved = ARGV[5] ~= '1' and stored[3] ~= moment
+local moved = ARGV[5] ~= '1' and ARGV[10] ~= '' and stored[3] ~= moment  -- ('': no entry to keep)
 if moved then
   fields[#fields + 1] = 'm'
   fields[#fields + 1] = moment
