@@ -124,3 +124,17 @@ async def test_the_first_events_of_a_questionnaire_created_without_any_expire_wi
     keys = keys_of(sid, state.id)
     events, questionnaire = await redis_client.pttl(keys["ev"]), await redis_client.pttl(keys["q"])
     assert events > 0 and abs(events - questionnaire) < 1000
+
+
+async def test_a_start_drops_an_expired_history_entry_behind_a_live_one(
+    redis_store: RedisStore, redis_client: Redis
+) -> None:
+    sid = new_sid("expiry")
+    kept = await redis_store.create(new_questionnaire(sid))
+    gone = await redis_store.create(new_questionnaire(sid))
+    await redis_client.delete(keys_of(sid, gone.id)["q"])  # as its expiry would
+
+    newest = await redis_store.create(new_questionnaire(sid))
+
+    history = await redis_client.zrange(keys_of(sid, kept.id)["history"], 0, -1)
+    assert history == [kept.id.encode(), newest.id.encode()]

@@ -41,14 +41,16 @@ if fresh and #ARGV > 10 then
   redis.call('RPUSH', KEYS[5], unpack(ARGV, 11))
   redis.call('PEXPIRE', KEYS[5], left)
 end
--- The history, scored by the write number (newest last); the oldest entries whose
--- questionnaire expired leave it on the way (up to two per start: it shrinks under a steady load).
+-- The history, scored by the write number (newest last); of its two oldest entries, those
+-- whose questionnaire expired leave it on the way (it shrinks under a steady load, and one
+-- long-lived questionnaire at its head does not hold the others back).
 local oldest = redis.call('ZRANGE', KEYS[6], 0, 1)
 local dropped = 0
 for _, id in ipairs(oldest) do
-  if redis.call('EXISTS', session .. 'q:' .. id) == 1 then break end
-  redis.call('ZREM', KEYS[6], id)
-  dropped = dropped + 1
+  if redis.call('EXISTS', session .. 'q:' .. id) == 0 then
+    redis.call('ZREM', KEYS[6], id)
+    dropped = dropped + 1
+  end
 end
 redis.call('ZADD', KEYS[6], seq, ARGV[1])
 if renew or dropped == #oldest then  -- (renewed, or perhaps a new key)
