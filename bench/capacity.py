@@ -9,7 +9,7 @@ FIGURES.json holds the unit costs (docs/capacity.md lists where each comes from)
                 "kib_per_client": 11.1, "base_mib": 60, "clients_per_process": 50000,
                 "core_share": 0.7},
      "redis": {"cpu_us_per_questionnaire": 405, "cpu_us_per_client_s": 7.8,
-               "commands_per_questionnaire": 46, "commands_per_client_s": 1.0,
+               "commands_per_questionnaire": 43, "commands_per_client_s": 1.0,
                "publishes_per_questionnaire": 6,
                "bytes_per_retained": 2700, "core_share": 0.5, "gib_per_shard": 25,
                "brokers_per_notice": 2, "index_shards": 32}}
