@@ -16,6 +16,9 @@ the machine is doing, so two versions of the broker can be compared in a minute 
 - On Redis there are two brokers, as in the bench (the agent's calls go to one, the bots
   connect to the other); each is counted, and their sum is the figure.
 - Not counted: the kernel (system calls, the network stack), redis-server, the bots.
+  On Redis, what redis-server did is reported beside the count instead (bench/redis_stats.py):
+  its CPU and each command's calls per questionnaire (a script's own commands included),
+  without the brokers' clock-driven commands (measured over ``--idle`` seconds first).
 
 A time per instruction is the machine's, not the broker's: on 2026-12-03 an AMD EPYC VM
 ran the memory broker's ~1.13 M instructions per questionnaire in ~560 us of CPU (kernel
@@ -31,6 +34,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -38,17 +42,21 @@ sys.path.insert(0, str(BENCH))
 
 import load_runs  # noqa: E402 - bench/load_runs.py: qbroker bots runs
 import procs  # noqa: E402 - bench/procs.py: the bench's process helpers
+import redis_stats  # noqa: E402 - bench/redis_stats.py: redis-server's CPU and commands
 
 DUMP_WAIT = 60.0  # seconds for callgrind to write a dump it was asked for
 
 
 def callgrind(out: Path) -> list[str]:
-    return ["valgrind", "--tool=callgrind", "--cache-sim=no", f"--callgrind-out-file={out}"]
+    # No instrumentation until the broker is ready (``control(pid, "--instr=on")``): its start,
+    # imports included, runs several times faster, so a broker becomes ready on a loaded machine.
+    return ["valgrind", "--tool=callgrind", "--cache-sim=no", "--instr-atstart=no", f"--callgrind-out-file={out}"]
 
 
-def control(pid: int, what: str) -> None:
-    """Ask the callgrind running as ``pid`` to zero (-z) or dump (-d) its counters."""
-    subprocess.run(["callgrind_control", what, str(pid)], check=True, capture_output=True, timeout=60)
+def control(pid: int, *what: str) -> None:
+    """Ask the callgrind running as ``pid`` to zero (-z) or dump (-d) its counters, or to
+    start instrumenting (--instr=on)."""
+    subprocess.run(["callgrind_control", *what, str(pid)], check=True, capture_output=True, timeout=60)
 
 
 def dumped_total(out: Path) -> int:
@@ -81,43 +89,76 @@ def main() -> int:
     parser.add_argument("--count", type=int, default=200, help="questionnaires counted (default 200)")
     parser.add_argument("--warm-up", type=int, default=20, help="questionnaires run before counting (default 20)")
     parser.add_argument("--sessions", type=int, default=1, help="concurrent sessions (default 1, back to back)")
+    parser.add_argument("--idle", type=float, default=10.0, help="seconds of the idle background reading (Redis)")
+    parser.add_argument(
+        "--ready-within",
+        type=float,
+        default=900.0,
+        help="seconds a broker under callgrind has to become ready (a loaded machine needs minutes)",
+    )
+    parser.add_argument(
+        "--commands-only", action="store_true", help="Redis's figures alone: the brokers run without callgrind (fast)"
+    )
     args = parser.parse_args()
     if args.count < 1 or args.warm_up < 1 or args.sessions < 1:
         parser.error("--count, --warm-up and --sessions must be positive")
+    if args.commands_only and args.store != "redis":
+        parser.error("--commands-only needs --store redis")
     missing = [tool for tool in ("valgrind", "callgrind_control") if shutil.which(tool) is None]
-    if missing:
+    if missing and not args.commands_only:
         print(f"instructions: {' and '.join(missing)} not on PATH (Debian: apt install valgrind)", file=sys.stderr)
         return 2
     with tempfile.TemporaryDirectory(prefix="qbroker-instructions-") as tmp, procs.redis_server() as redis_url:
         if args.store == "redis" and redis_url is None:
             print("instructions: --store redis needs redis-server on PATH", file=sys.stderr)
             return 2
-        outs = [Path(tmp) / f"broker-{i}.callgrind" for i in range(2)]
-        count = 2 if args.store == "redis" else 1
-        print(f"[instructions] starting {count} broker(s) under callgrind (slow: ~50x)", file=sys.stderr)
-        with procs.brokers(
-            count, redis_url if args.store == "redis" else None, wrap=lambda i: callgrind(outs[i]), ready_within=300
-        ) as started:
-            urls, pids = [b.url for b in started], [b.pid for b in started]
-            print(f"[instructions] warm-up: {args.warm_up} questionnaires", file=sys.stderr)
-            bots(urls, pids, args.warm_up, args.sessions)
-            for pid in pids:
-                control(pid, "-z")
-            print(f"[instructions] counting: {args.count} questionnaires", file=sys.stderr)
-            began = time.monotonic()
-            bots(urls, pids, args.count, args.sessions)
-            for pid in pids:
-                control(pid, "-d")
-            totals = [dumped_total(out) for out in outs[:count]]
-            took = time.monotonic() - began
-    names = ["the agent's broker", "the clients' broker"] if count == 2 else ["the broker"]
-    print(f"store: {args.store}; {args.count} questionnaires of 3 questions, {args.sessions} session(s), {took:.0f} s")
-    print("instructions per questionnaire (user space):")
-    for name, total in zip(names, totals, strict=True):
-        print(f"  {name:<22} {total / args.count:>12,.0f}")
-    if count == 2:
-        print(f"  {'both':<22} {sum(totals) / args.count:>12,.0f}")
+        counted = _count(args, Path(tmp), redis_url if args.store == "redis" else None)
+    if counted.totals:
+        names = ["the agent's broker", "the clients' broker"] if len(counted.totals) == 2 else ["the broker"]
+        print(f"store: {args.store}; {args.count} questionnaires of 3 questions, {args.sessions} session(s)")
+        print("instructions per questionnaire (user space):")
+        for name, total in zip(names, counted.totals, strict=True):
+            print(f"  {name:<22} {total / args.count:>12,.0f}")
+        if len(counted.totals) == 2:
+            print(f"  {'both':<22} {sum(counted.totals) / args.count:>12,.0f}")
+    if counted.redis is not None:
+        print(redis_stats.render(counted.redis))
     return 0
+
+
+@dataclass
+class Counted:
+    totals: list[int]  # instructions of each broker (none with --commands-only)
+    redis: dict[str, object] | None  # redis_stats.per_questionnaire (Redis only)
+
+
+def _count(args: argparse.Namespace, tmp: Path, redis_url: str | None) -> Counted:
+    """Warm up, zero the counters (and read Redis), run ``--count`` questionnaires, dump."""
+    outs = [tmp / f"broker-{i}.callgrind" for i in range(2)]
+    count = 2 if redis_url else 1
+    counting = not args.commands_only
+    print(f"[instructions] starting {count} broker(s){' under callgrind (slow: ~50x)' * counting}", file=sys.stderr)
+    wrap = (lambda i: callgrind(outs[i])) if counting else None
+    with procs.brokers(count, redis_url, wrap=wrap, ready_within=args.ready_within) as started:
+        urls, pids = [b.url for b in started], [b.pid for b in started]
+        for pid in pids if counting else ():
+            control(pid, "--instr=on")
+        print(f"[instructions] warm-up: {args.warm_up} questionnaires", file=sys.stderr)
+        bots(urls, pids, args.warm_up, args.sessions)
+        idle = redis_stats.background(redis_url, args.idle) if redis_url else None
+        for pid in pids if counting else ():
+            control(pid, "-z")
+        print(f"[instructions] counting: {args.count} questionnaires", file=sys.stderr)
+        first = redis_stats.read(redis_url) if redis_url else None
+        bots(urls, pids, args.count, args.sessions)
+        last = redis_stats.read(redis_url) if redis_url else None
+        for pid in pids if counting else ():
+            control(pid, "-d")
+        totals = [dumped_total(out) for out in outs[:count]] if counting else []
+    figures = None
+    if redis_url and first is not None and last is not None:
+        figures = redis_stats.per_questionnaire(redis_stats.delta(first, last), idle, args.count)
+    return Counted(totals, figures)
 
 
 if __name__ == "__main__":

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import redis_stats
 from floor_runs import python_floor, wake_floor, ws_echo_floor
 from load_runs import PACE, LoadResult, bare_ws_memory, idle_memory, latency_run, throughput_run
 from procs import brokers, machine_busy, steal_share
@@ -72,7 +73,13 @@ def store_suite(
             say(f"{name}: throughput, {sessions} sessions, {settings.duration:g}s, {settings.bot_processes} bot procs")
             out[f"tp{sessions}_python"] = python_floor()  # the speed the CPU figure was taken at
             profiler = _start_profile(profile_dir, f"{name}-{sessions}", pids, settings.duration) if profile_dir else []
+            before = redis_stats.read(redis_url) if redis_url else None
             out[f"tp{sessions}"] = throughput_run(urls, pids, sessions, settings.duration, settings.bot_processes)
+            done = out[f"tp{sessions}"].report.get("questionnaires", {}).get("done") or 0
+            if redis_url and before is not None and done:
+                # What redis-server did for them (its CPU, each command's calls): bench/redis_stats.py
+                after = redis_stats.delta(before, redis_stats.read(redis_url))
+                out[f"tp{sessions}_redis"] = redis_stats.per_questionnaire(after, None, done)
             for p in profiler:
                 with contextlib.suppress(subprocess.TimeoutExpired):
                     p.wait(60)

@@ -270,6 +270,9 @@ def _throughput_rows(store: str, suite: dict[str, Any], t: Targets) -> list[list
                 "; ".join(notes),
             ]
         )
+        redis = suite.get(f"tp{sessions}_redis")
+        if redis:
+            rows.append(_redis_row(sessions, redis))
     cpus = [suite[f"tp{s}"].cpu_per_q for s in (100, 1000) if suite[f"tp{s}"].cpu_per_q is not None]
     if cpus:
         best = min(cpus)
@@ -288,6 +291,22 @@ def _throughput_rows(store: str, suite: dict[str, Any], t: Targets) -> list[list
             ]
         )
     return rows
+
+
+def _redis_row(sessions: int, redis: dict[str, Any]) -> list[str]:
+    """What redis-server did per completed questionnaire of a throughput run."""
+    calls = redis["calls"]
+    top = ", ".join(f"{name} {count:.1f}" for name, count in list(calls.items())[:6])
+    return [
+        f"Redis per questionnaire, {sessions} sessions: CPU / commands",
+        "redis",
+        f"{redis['redis_cpu_us']:.0f} us / {redis['commands']:.1f}",
+        "",
+        "",
+        "",
+        f"scripts {redis['scripts']:.1f} ({redis['script_us']:.0f} us inside them), publishes"
+        f" {redis['publishes']:.1f}; {top}",
+    ]
 
 
 def _memory_row(store: str, mem: dict[str, Any], bare_kib: float | None, t: Targets) -> list[str]:

@@ -14,6 +14,7 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "bench"))
 
 import page  # noqa: E402
+import redis_stats  # noqa: E402
 import table  # noqa: E402
 from load_runs import LoadResult  # noqa: E402
 
@@ -118,3 +119,32 @@ def test_the_wait_1_runs_get_rows_of_their_own_beside_redis_and_no_idle_figure()
     stores = [row[1] for row in rows]
     assert stores.count("redis") == stores.count(table.REDIS_WAIT) + 1  # the same figures, but the idle one
     assert not any(row[1] == table.REDIS_WAIT and row[0].startswith("RSS") for row in rows)
+
+
+def test_a_redis_throughput_run_reports_what_redis_server_did_per_questionnaire() -> None:
+    rounds = [{"echo": _floor(0.1, 0.2), "write_echo": _floor(0.15, 0.3), "run": _run(0.2, 0.4), "steal": 0.0}]
+    before = redis_stats.Reading(0.0, 1.0, {"evalsha": 10, "hset": 20}, {"evalsha": 100, "hset": 10})
+    after = redis_stats.Reading(
+        10.0, 1.5, {"evalsha": 410, "hset": 720, "publish": 600}, {"evalsha": 30100, "hset": 710}
+    )
+    suite = {
+        "latency_rounds": rounds,
+        "tp100": _run(0.2, 0.3),
+        "tp1000": _run(0.2, 0.3),
+        "tp100_python": _floor(4.0, 4.5),
+        "tp1000_python": _floor(4.1, 4.6),
+        "tp100_redis": redis_stats.per_questionnaire(redis_stats.delta(before, after), None, 100),
+        "memory": {"clients": 100, "failed": 0, "kib_per_client": 11.1},
+    }
+
+    rows = table.build_rows({"floors": {"ws_echo": _floor(0.1, 0.2)}, "redis": suite})
+
+    assert [
+        "Redis per questionnaire, 100 sessions: CPU / commands",
+        "redis",
+        "5000 us / 17.0",
+        "",
+        "",
+        "",
+        "scripts 4.0 (300 us inside them), publishes 6.0; hset 7.0, publish 6.0, evalsha 4.0",
+    ] in rows

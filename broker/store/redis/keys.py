@@ -2,7 +2,9 @@
 
 Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives on one slot::
 
-    qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record()
+    qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record(),
+                                 x = when its keys expire (ms; scripts/expiry.lua), m = the
+                                 moment (step, status) of its inbox entry
     qb:{sid}:queue         zset  open questionnaire ids, scored by qb:{sid}:seq (strict FIFO)
     qb:{sid}:seq           the session's write counter (every write; also the queue scores)
     qb:{sid}:ev:<id>       list  the questionnaire's events, oldest first (records.pack_event)
@@ -61,9 +63,12 @@ on the same slot, and so on the node that runs the script. (The write scripts fi
 prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
 ``q:``, ``ev:``, ``events`` and ``outcomes`` too.)
 
-A questionnaire's events and the history renew their TTL with every write of the session's
-questionnaires (they go with the questionnaire, in the same script): events expire with
-their questionnaire, and the history outlives every questionnaire it lists.
+Every key of a session expires. A write renews the expiry of its questionnaire's keys (the
+hash, its events) and of the session's (queue, seq, inbox, history) together, to the
+retention, but only once that is due (scripts/expiry.lua: less than 7/8 of the retention
+left), not with every write; a create gives its questionnaire the session's expiry. So the
+events expire with their questionnaire, and the session's keys outlive every questionnaire
+they list.
 """
 
 from __future__ import annotations

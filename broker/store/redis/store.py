@@ -177,6 +177,8 @@ class RedisStore(Store):
             NOTICE_STATE_LIMIT,
             b"" if entry is None else inbox.pack(entry),
             sid,
+            0 if entry is None else inbox.moment_length(entry),
+            _now_ms(),
             *[pack_event(event) for event in events],
         ]
         with reachable("create"):
@@ -219,6 +221,7 @@ class RedisStore(Store):
             "1" if state.is_outcome else "0",
             b"" if entry is None else inbox.pack(entry),
             0 if entry is None else inbox.moment_length(entry),
+            _now_ms(),  # (the scripts renew expiries by it: expiry.lua)
         ]
         for event in events:  # (in the same script: no round trip of its own)
             args.append(pack_event(event))
@@ -556,6 +559,10 @@ class RedisStore(Store):
 
     def _head(self, record: Any, seq: int) -> Head:
         return head_of(self._records.unpack(record), seq)
+
+
+def _now_ms() -> int:
+    return int(time.time() * 1000)
 
 
 def _revocation(field: str, value: str) -> Revocation:

@@ -2,8 +2,9 @@
 as package data; pyproject.toml).
 
 Every write is one Lua script, so it is one round trip and atomic: compare-and-set checks
-the version, maintains the queue, counts the write, appends the write's events, renews the
-retention TTL and publishes the notice in the same step; one that closes a questionnaire also finds the session's next
+the version, maintains the queue and the inbox entry, counts the write, appends the write's
+events, renews the retention TTL when it is due (expiry.lua) and publishes the notice in the
+same step; one that closes a questionnaire also finds the session's next
 head, and returns it with the write's number, so the writer needs no second read.
 
 A retried script (the reply of the first attempt was lost) is harmless: create rewrites the
@@ -20,12 +21,13 @@ def _read(name: str) -> str:
     return files(__name__).joinpath(name).read_text(encoding="utf-8")
 
 
-# The write scripts start with msgpack.lua (the encoders for what they append to a notice)
-# and a prelude (``write_script``) that sets the store's publish command (PUBLISH), and find
-# the session's key prefix in the seq key's name, so that no call has to pass either.
-_MSGPACK: Final = _read("msgpack.lua")
-CREATE: Final = _MSGPACK + _read("create.lua")
-COMPARE_AND_SET: Final = _MSGPACK + _read("compare_and_set.lua")
+# The write scripts start with msgpack.lua (the encoders for what they append to a notice),
+# expiry.lua (when a write renews its keys' expiry) and a prelude (``write_script``) that
+# sets the store's publish command (PUBLISH), and find the session's key prefix in the seq
+# key's name, so that no call has to pass either.
+_HELPERS: Final = _read("msgpack.lua") + _read("expiry.lua")
+CREATE: Final = _HELPERS + _read("create.lua")
+COMPARE_AND_SET: Final = _HELPERS + _read("compare_and_set.lua")
 
 # The inbox's: a session's entries, and the index shard's (written beside the scripts above,
 # as a cluster keeps the shard elsewhere; it publishes, so it takes the prelude too).

@@ -1,25 +1,45 @@
--- A write script: scripts/__init__.py puts the prelude (PUBLISH) and msgpack.lua before it.
+-- A write script: scripts/__init__.py puts the prelude (PUBLISH), msgpack.lua and expiry.lua
+-- before it.
 -- KEYS: questionnaire hash, queue, seq, inbox, events, history
 -- ARGV: expected version, new version, record, retention ms, '1' if terminal, id, notice prefix,
 --       notice record limit, '1' if an outcome (the notice also goes to the outcomes channel),
 --       the inbox entry (of an open state), the length of its prefix that says its step and
---       status (a stored entry with the same prefix stays: a draft does not move it),
---       event... (appended to the questionnaire's)
+--       status (the 'moment': an entry whose moment did not change stays as it is, so a draft
+--       does not move it), now (ms, the broker's clock), event... (appended to the questionnaire's)
 -- Returns 0 when the version moved on; else {seq} or, for a terminal state, {seq, 1, head
 -- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
-local current = redis.call('HGET', KEYS[1], 'v')
-if current ~= ARGV[1] then
+--
+-- The hash keeps beside the version (v) and the record (s) when its keys expire (x, ms) and
+-- its inbox entry's moment (m), so one HMGET tells what else the write must touch. Its keys,
+-- and the session's, are renewed only when their expiry is due (expiry.lua).
+local stored = redis.call('HMGET', KEYS[1], 'v', 'x', 'm')
+if stored[1] ~= ARGV[1] then
   -- A retry finds its own write:
-  if current == ARGV[2] and redis.call('HGET', KEYS[1], 's') == ARGV[3] then return {0} end
+  if stored[1] == ARGV[2] and redis.call('HGET', KEYS[1], 's') == ARGV[3] then return {0} end
   return 0
 end
 local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
 local seq = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-if #ARGV > 11 then redis.call('RPUSH', KEYS[5], unpack(ARGV, 12)) end
-redis.call('PEXPIRE', KEYS[5], ARGV[4])  -- the events and the history live as long as it does
-redis.call('PEXPIRE', KEYS[6], ARGV[4])
+local retention, now = tonumber(ARGV[4]), tonumber(ARGV[12])
+local renew = renewal_due(tonumber(stored[2]), now, retention)
+local fields = {'v', ARGV[2], 's', ARGV[3]}
+if renew then
+  fields[#fields + 1] = 'x'
+  fields[#fields + 1] = string.format('%.0f', now + retention)
+end
+local moment = string.sub(ARGV[10], 1, tonumber(ARGV[11]))
+local moved = ARGV[5] ~= '1' and ARGV[10] ~= '' and stored[3] ~= moment  -- ('': no entry to keep)
+if moved then
+  fields[#fields + 1] = 'm'
+  fields[#fields + 1] = moment
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+if #ARGV > 12 and redis.call('RPUSH', KEYS[5], unpack(ARGV, 13)) == #ARGV - 12 and not renew then
+  redis.call('PEXPIRE', KEYS[5], redis.call('PTTL', KEYS[1]))  -- (its first events: a new key)
+end
+if renew then  -- the questionnaire's keys, and the session's that must outlive them
+  for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], retention) end
+end
 local reply = {seq}
 local head = '\192'  -- nil: not said
 if ARGV[5] == '1' then
@@ -39,16 +59,9 @@ if ARGV[5] == '1' then
     redis.call('ZREM', KEYS[2], first[1])
     redis.call('HDEL', KEYS[4], first[1])
   end
-else
-  local moment = tonumber(ARGV[11])
-  local entry = redis.call('HGET', KEYS[4], ARGV[6])
-  if not entry or string.sub(entry, 1, moment) ~= string.sub(ARGV[10], 1, moment) then
-    redis.call('HSET', KEYS[4], ARGV[6], ARGV[10])
-  end
+elseif moved and redis.call('HSET', KEYS[4], ARGV[6], ARGV[10]) == 1 and not renew then
+  redis.call('PEXPIRE', KEYS[4], retention)  -- (a new entry: the hash may be new too)
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call('PEXPIRE', KEYS[4], ARGV[4])
 local notice = notice_of(ARGV[7], ARGV[3], tonumber(ARGV[8]), seq, head)
 redis.call(PUBLISH, session .. 'events', notice)
 if ARGV[9] == '1' then

@@ -1,8 +1,9 @@
--- A write script: scripts/__init__.py puts the prelude (PUBLISH, INDEXED) and msgpack.lua before it.
+-- A write script: scripts/__init__.py puts the prelude (PUBLISH, INDEXED), msgpack.lua and
+-- expiry.lua before it.
 -- KEYS: questionnaire hash, queue, seq, inbox, events, history[, the inbox index shard when
 --       INDEXED][, idempotency key]
 -- ARGV: id, version, record, retention ms, notice prefix, notice record limit, inbox entry, session id,
---       event...
+--       the length of the entry's moment (compare_and_set.lua), now (ms, the broker's clock), event...
 -- Returns {1, seq} when stored, {0, record} when the idempotency key names a live questionnaire.
 -- INDEXED (one Redis, where a script may reach the shard's key): the session joins its inbox
 -- index shard and the notice goes on the shard's channel too, in the same step; on a cluster
@@ -10,33 +11,52 @@
 local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
 local idempotency = KEYS[INDEXED and 8 or 7]
 if idempotency then
-  local known = redis.call('GET', idempotency)
+  local known = redis.call('SET', idempotency, ARGV[1], 'NX', 'GET', 'PX', ARGV[4])
   if known then
     local record = redis.call('HGET', session .. 'q:' .. known, 's')
     if record then return {0, record} end
+    redis.call('SET', idempotency, ARGV[1], 'PX', ARGV[4])  -- (its questionnaire expired)
   end
-  redis.call('SET', idempotency, ARGV[1], 'PX', ARGV[4])
 end
 local seq = redis.call('INCR', KEYS[3])
-redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[4])
-redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[4])
-redis.call('PEXPIRE', KEYS[3], ARGV[4])
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
-redis.call('PEXPIRE', KEYS[4], ARGV[4])
-if #ARGV > 8 then
-  redis.call('DEL', KEYS[5])  -- (a questionnaire id is new: nothing to keep)
-  redis.call('RPUSH', KEYS[5], unpack(ARGV, 9))
-  redis.call('PEXPIRE', KEYS[5], ARGV[4])
+-- The questionnaire expires with the session's keys (they must outlive it): renewed with
+-- them when their expiry is due (expiry.lua), else as they are.
+local retention, now = tonumber(ARGV[4]), tonumber(ARGV[10])
+local left = redis.call('PTTL', KEYS[3])
+local renew = renewal_due(left >= 0 and now + left or nil, now, retention)
+if renew then left = retention end
+local fields = {'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left)}
+if ARGV[7] ~= '' then
+  fields[7] = 'm'
+  fields[8] = string.sub(ARGV[7], 1, tonumber(ARGV[9]))
 end
--- The history, scored by the write number (newest last); the oldest entries whose
--- questionnaire expired leave it on the way, a couple per start.
-for _, id in ipairs(redis.call('ZRANGE', KEYS[6], 0, 1)) do
-  if redis.call('EXISTS', session .. 'q:' .. id) == 0 then redis.call('ZREM', KEYS[6], id) end
+-- (A create run again, its first reply lost, finds its fields there: its events are there too.)
+local fresh = redis.call('HSET', KEYS[1], unpack(fields)) > 0
+redis.call('PEXPIRE', KEYS[1], left)
+redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
+redis.call('PEXPIRE', KEYS[2], left)  -- (the queue and the inbox may be new: emptied, they went)
+redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
+redis.call('PEXPIRE', KEYS[4], left)
+if fresh and #ARGV > 10 then
+  redis.call('RPUSH', KEYS[5], unpack(ARGV, 11))
+  redis.call('PEXPIRE', KEYS[5], left)
+end
+-- The history, scored by the write number (newest last); of its two oldest entries, those
+-- whose questionnaire expired leave it on the way (it shrinks under a steady load, and one
+-- long-lived questionnaire at its head does not hold the others back).
+local oldest = redis.call('ZRANGE', KEYS[6], 0, 1)
+local dropped = 0
+for _, id in ipairs(oldest) do
+  if redis.call('EXISTS', session .. 'q:' .. id) == 0 then
+    redis.call('ZREM', KEYS[6], id)
+    dropped = dropped + 1
+  end
 end
 redis.call('ZADD', KEYS[6], seq, ARGV[1])
-redis.call('PEXPIRE', KEYS[6], ARGV[4])
+if renew or dropped == #oldest then  -- (renewed, or perhaps a new key)
+  redis.call('PEXPIRE', KEYS[6], left)
+end
+if renew then redis.call('PEXPIRE', KEYS[3], left) end
 local notice = notice_of(ARGV[5], ARGV[3], tonumber(ARGV[6]), seq, '\192')
 redis.call(PUBLISH, session .. 'events', notice)
 if INDEXED then
