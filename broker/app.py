@@ -115,6 +115,10 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
             wait_replicas=config.redis_wait_replicas,
             wait_aof=config.redis_wait_aof,
             wait_timeout=config.redis_wait_timeout,
+            sentinels=config.redis_sentinels,
+            sentinel_master=config.redis_sentinel_master,
+            password=config.redis_password,
+            sentinel_password=config.redis_sentinel_password,
         ),
         routes=notify_routes,
     )

@@ -26,8 +26,8 @@ from broker.http.openapi.document import build_openapi
 from broker.http.operator import OperatorAPI
 from broker.http.push import PushKeyAPI, PushSubscriptionsAPI
 from broker.http.record import HistoryAPI
-from broker.http.signin import SIGNIN_PATH, SignInAPI
 from broker.http.routing import Route
+from broker.http.signin import SIGNIN_PATH, SignInAPI
 from broker.remote_mcp import McpEndpoint
 from broker.service import Broker
 from broker.ws.handshake import INBOX_PATH, SESSION_PATH
