@@ -17,6 +17,10 @@ breaks (this broker stopped or died) is repeated by the host on any broker:
 When this broker is stopping, a call still waiting ends at once with a tool error that says
 so and what to do (call again with the same arguments); the questionnaire goes on. So does a
 call that has waited the endpoint's ``?timeout`` (for hosts that give up after a fixed time).
+
+For a host that can show the questionnaire in its own form (``in_host.py``), a start or a
+resume may end at once with that form instead of waiting; the host's repeated call, with the
+person's reply, is applied, then waits for the outcome as any call does.
 """
 
 from __future__ import annotations
@@ -25,13 +29,14 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from broker.core import tool
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import StartInput, parse_tool_input
 from broker.http.agent_api import MAX_IDEMPOTENCY_KEY
 from broker.remote_mcp.gate import Caller
+from broker.remote_mcp.in_host import Asking, Host, Reply
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 
@@ -45,6 +50,7 @@ STORE_RETRIES: Final = 8
 STORE_BACKOFF: Final = 0.25
 STORE_MAX_BACKOFF: Final = 5.0
 
+T = TypeVar("T")
 Progress = Callable[[float, str], Awaitable[None]]
 Outcome = tuple[int, dict[str, Any]]
 
@@ -56,15 +62,35 @@ async def call_tool(
     arguments: Mapping[str, Any] | None,
     meta: Mapping[str, Any] | None,
     progress: Progress,
+    asking: Asking | None = None,
+    host: Host | None = None,
+    reply: Reply | None = None,
 ) -> dict[str, Any]:
-    """The MCP result (``CallToolResult`` as JSON) of one call: the tool result, or a tool error."""
+    """The MCP result of one call as JSON: the tool result, a tool error, or (``asking`` a
+    ``host`` that shows forms) the ``input_required`` result that asks in the host's form.
+    ``reply``: the host's repeated call, with the person's reply to that form."""
     if name != tool.TOOL_NAME:
         return tool.unknown_tool(name)
     loop = asyncio.get_running_loop()
     deadline = None if caller.timeout is None else loop.time() + caller.timeout
     try:
-        first = partial(_first, broker, caller, arguments or {}, meta, _slice(broker, loop, deadline))
-        status, body = await _riding_out_the_store(first)
+        if reply is not None and asking is not None:
+            taken = await _riding_out_the_store(partial(asking.take_reply, caller, host, reply))
+            if isinstance(taken, dict):
+                return taken
+            wait = partial(_wait, broker, caller, taken, _slice(broker, loop, deadline))
+            status, body = await _riding_out_the_store(wait)
+        else:
+            in_host = asking is not None and await asking.should_ask(caller, host)
+            first_wait = 0.0 if in_host else _slice(broker, loop, deadline)
+            first = partial(_first, broker, caller, arguments or {}, meta, first_wait)
+            status, body = await _riding_out_the_store(first)
+            if status == 202 and in_host:
+                assert asking is not None
+                asked = await asking.ask(caller, body["questionnaireId"])
+                if asked is not None:
+                    return asked
+                # (it moved on meanwhile: wait for it as usual)
         reports = 0
         while status == 202:
             questionnaire_id = body["questionnaireId"]
@@ -123,7 +149,7 @@ def _explicit_key(meta: Mapping[str, Any] | None) -> str | None:
     return key
 
 
-async def _riding_out_the_store(attempt: Callable[[], Awaitable[Outcome]]) -> Outcome:
+async def _riding_out_the_store(attempt: Callable[[], Awaitable[T]]) -> T:
     """``attempt()``, again after a pause while the store is unavailable (Redis restarting or
     failing over); safe for a start and a resume, which re-attach when repeated."""
     for retry in range(STORE_RETRIES):

@@ -19,13 +19,14 @@ import mcp_types as types
 from mcp.server import Server
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
+from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 from sse_starlette.sse import AppStatus
 from starlette.types import Receive, Scope, Send
 
 from broker.core import tool
 from broker.core.errors import BrokerError
 from broker.http import agent_api
-from broker.remote_mcp import calls, gate
+from broker.remote_mcp import calls, gate, in_host
 from broker.service import Broker
 
 
@@ -73,17 +74,30 @@ class McpEndpoint:
 
 
 def _server(broker: Broker) -> Server[Any]:
+    asking = in_host.Asking(broker)
+
     async def list_tools(ctx: Any, params: types.PaginatedRequestParams | None) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[types.Tool.model_validate(tool.tool_listing())])
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         caller: gate.Caller = ctx.request.scope[gate.CALLER_KEY]
 
         async def progress(done: float, message: str) -> None:
             await ctx.session.report_progress(done, message=message)
 
         meta: dict[str, Any] = dict(params.meta or {})  # (the SDK's TypedDict: any other key kept as sent)
-        result = await calls.call_tool(broker, caller, params.name, params.arguments, meta, progress)
+        reply = None
+        if params.request_state is not None:
+            responses = {key: value.model_dump(by_alias=True) for key, value in (params.input_responses or {}).items()}
+            reply = in_host.Reply(params.request_state, responses)
+        host = _host(ctx)
+        result = await calls.call_tool(
+            broker, caller, params.name, params.arguments, meta, progress, asking, host, reply
+        )
+        if result.get("resultType") == "input_required":
+            return types.InputRequiredResult.model_validate(result)
         return types.CallToolResult.model_validate(result)
 
     return Server(
@@ -93,6 +107,22 @@ def _server(broker: Broker) -> Server[Any]:
         on_list_tools=list_tools,
         on_call_tool=call_tool,
     )
+
+
+def _host(ctx: Any) -> in_host.Host:
+    """What the request says of its host: forms in the multi round-trip pattern need MCP
+    2026-07-28 and form elicitation declared (an empty ``elicitation`` means forms)."""
+    session = ctx.session
+    capabilities = session.client_capabilities
+    elicitation = capabilities.elicitation if capabilities is not None else None
+    forms = (
+        session.protocol_version in MODERN_PROTOCOL_VERSIONS
+        and elicitation is not None
+        and (elicitation.form is not None or elicitation.url is None)
+    )
+    params = session.client_params
+    name = params.client_info.name if params is not None else in_host.UNNAMED_HOST
+    return in_host.Host(forms, name[:100])
 
 
 def _version() -> str:
