@@ -143,4 +143,5 @@ class Asking:
             return qid if asked is None else asked
         by = Actor(caller.sub, "client", ClientInfo(HOST_CLIENT_KIND, host.name if host else UNNAMED_HOST))
         await self.broker.answer_in_host(caller.session_id, qid, form_reply, by)
+        log.info("host form answered", extra={"session": caller.session_id, "questionnaire": qid})
         return qid
