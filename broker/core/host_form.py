@@ -146,7 +146,7 @@ def _message(state: Questionnaire, open_count: int, problem: str | None) -> str:
     total = len(state.questions)
     which = f"{open_count} question{'s' if open_count != 1 else ''}"
     if open_count < total:
-        which += f" (of {total}; the others are answered)"
+        which = f"{open_count} more question{'s' if open_count != 1 else ''}; {total - open_count} of {total} answered"
     text = (
         f"The agent asks {which} (questionnaire {state.id}). Answer here or in any qbroker client: "
         f'the first answer counts. To ask the agent something first, use "{CLARIFY_TITLE}".'

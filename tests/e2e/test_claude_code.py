@@ -1,12 +1,16 @@
 """End-to-end: the real Claude Code (``claude -p``, pinned by tests/tools/claude-code's
 lockfile), offline against a scripted Anthropic Messages API, with the broker's ``/mcp`` as
-its MCP server (``--mcp-config``, the agent token as a header) and a scripted person on the
-websocket.
+its MCP server (``--mcp-config``, the agent token as a header), and the person on the
+websocket (a scripted qbroker client) or in Claude Code's own form (MCP elicitation, answered
+in print mode by an ``Elicitation`` command hook: ``tests/helpers/elicitation_hook.py``).
 
 The model's turns are scripted but read what Claude Code sends: the resume copies the id
 and revision out of the tool result the model received, as a real model would. What the
 model receives is asserted on the model's side of the wire (``tool_results()``): the
 result's text (the marker line, ``optionIds=[...]``), never the ``details`` JSON.
+
+With ``QBROKER_WRITE_TRANSCRIPTS=1`` the run with a clarification in the host's form
+rewrites the transcript in docs/agents.md ("Answering in the host").
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import tempfile
 from collections.abc import AsyncIterator, Iterator
 from contextlib import asynccontextmanager
@@ -26,14 +31,17 @@ import pytest
 
 from tests.helpers.claude_code import TOOL, ClaudeHome, ClaudeRun, claude_binary
 from tests.helpers.clients import Frame, ScriptedClient, person
+from tests.helpers.docs import has_one_place, replace_block
 from tests.helpers.fake_model import Message, ScriptedAnthropic, ToolCall, Turn, text_of
 from tests.helpers.nginx import nginx, nginx_binary
-from tests.helpers.processes import BrokerProcess, broker, need, redis_server, token
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, need, redis_server, token
 from tests.helpers.protocol import resume_for
 from tests.helpers.samples import multi, new_sid, single, start_body
 from tests.helpers.tamper_proxy import TamperingProxy
 from tests.helpers.waiting import eventually
 
+DOCS_AGENTS = REPO_ROOT / "docs" / "agents.md"
+TRANSCRIPT_START, TRANSCRIPT_END = "<!-- claude-host-transcript:start -->", "<!-- claude-host-transcript:end -->"
 PROMPT = "Ship the release: ask me where it goes and which checks must pass first."
 START = start_body(single("target", ("staging", "production")), multi("checks", ("unit", "e2e", "lint")))
 EXPLAINED = "The e2e suite runs against staging before every production deploy."
@@ -284,6 +292,38 @@ async def test_a_clarification_in_the_form_then_the_resume_asks_the_rest_keeping
     text = assert_text_not_json(completed)
     assert text.splitlines()[0] == f"QUESTIONNAIRE_COMPLETED questionnaireId={qid} revision=1"
     assert "target: optionIds=[production]" in text and "checks: optionIds=[e2e]" in text
+    transcript = render_transcript(home, model, f"{live.url}/mcp")
+    assert f"questionnaireId={qid}" in transcript
+    if os.environ.get("QBROKER_WRITE_TRANSCRIPTS") == "1":
+        replace_block(DOCS_AGENTS, TRANSCRIPT_START, TRANSCRIPT_END, transcript)
+
+
+def render_transcript(home: ClaudeHome, model: ScriptedAnthropic, url: str) -> str:
+    """The run as a reader follows it: the command, each tool call the model made, each form
+    the host showed and what the person filled in, each result the model read."""
+    config = home.mcp_config(url, "$QBROKER_TOKEN")
+    lines = [f"$ claude -p {json.dumps(PROMPT)} --mcp-config '{config}' --allowedTools {TOOL}"]
+    forms, replies = home.forms(), json.loads((home.hook_folder / "replies.json").read_text())
+    uses = [c for m in model.requests[-1]["messages"] for c in _tool_uses(m)]
+    results = model.tool_results()
+    for index, use in enumerate(uses):
+        lines += [f"# the model calls {use['name']} with:", json.dumps(use["input"])]
+        if index < len(forms):
+            form = forms[index]
+            lines += ["# Claude Code shows the form (in print mode, to its Elicitation hook):", form["message"]]
+            for key, prop in form["requested_schema"]["properties"].items():
+                single_choice = [c["const"] for c in prop.get("oneOf", [])]
+                many = [c["const"] for c in prop.get("items", {}).get("anyOf", [])]
+                shown = f" one of {single_choice}" if single_choice else f" any of {many}" if many else ""
+                lines.append(f"  {key} ({prop['type']}{shown}): {prop['title']}")
+            lines += [f"# the person submits it ({replies[index]['action']}):", json.dumps(replies[index]["content"])]
+        if index < len(results):
+            lines += ["# the model reads:", text_of(results[index])]
+    return "\n".join(lines) + "\n"
+
+
+def test_docs_agents_md_has_a_place_for_the_host_transcript() -> None:
+    assert has_one_place(DOCS_AGENTS, TRANSCRIPT_START, TRANSCRIPT_END)
 
 
 async def test_in_race_mode_a_client_s_earlier_answer_wins_and_the_form_s_later_one_changes_nothing(

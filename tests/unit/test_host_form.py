@@ -96,7 +96,7 @@ def test_the_form_asks_only_what_is_still_open_and_says_why_it_asks_again() -> N
     assert list(form["requestedSchema"]["properties"])[:3] == ["checks", "checks__other", "confirm"]
     assert "target" not in form["requestedSchema"]["properties"]
     assert form["message"].startswith("Your answer could not be used: the answer was wrong.")
-    assert "2 questions (of 3; the others are answered)" in form["message"]
+    assert "asks 2 more questions; 1 of 3 answered (questionnaire qn-1)" in form["message"]
 
 
 def test_the_extra_fields_never_take_a_question_s_id() -> None:
