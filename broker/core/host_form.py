@@ -225,7 +225,8 @@ def next_command(state: Questionnaire, reply: FormReply) -> Command | None:
     if reply.cancel:
         return Cancel(state.id, state.step)
     answer = reply.answers.get(question.id)
-    if reply.clarification is not None and question.id == reply.pause_at:
+    if reply.clarification is not None and (question.id == reply.pause_at or answer is None):
+        # (or, when a client moved past where the form paused, the first the form left empty)
         return Clarify(state.id, state.step, reply.clarification, draft=answer)
     if answer is None:
         return None

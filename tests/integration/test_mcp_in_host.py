@@ -137,6 +137,7 @@ async def test_fallback_asks_only_when_no_client_has_the_session_open_race_asks_
         assert len(someone.forms) == 1 and "target: optionIds=[production]" in text_of(result)
         closed = await p.wait_for("closed", timeout=QUICK)
         assert closed["questionnaireId"] == question["questionnaireId"]
+        assert closed["answeredBy"]["client"]["kind"] == "host"  # every open client sees where
 
 
 async def test_off_never_asks_in_the_host_nor_does_an_older_protocol_host(

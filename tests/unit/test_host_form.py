@@ -205,6 +205,16 @@ def test_answers_to_questions_answered_elsewhere_are_never_applied() -> None:
     assert next_command(done, reply) is None
 
 
+def test_a_clarification_raced_past_its_question_pauses_at_the_first_one_the_form_left_empty() -> None:
+    state = labelled()
+    reply = read_reply(state.questions, {"target": "production", "qbroker__ask_the_agent": "Why?"})
+    moved = apply(state, AnswerQuestion("qn-1", 0, "target", ("staging",)), T0 + 1)
+    moved = apply(moved, AnswerQuestion("qn-1", 1, "checks", ("unit",)), T0 + 1)  # a client, past "checks"
+    paused = run(moved, reply)
+    assert paused.status == "needs_clarification" and paused.clarifications[-1].question_id == "confirm"
+    assert [a.selection.selected_option_ids for a in paused.answers] == [("staging",), ("unit",)]
+
+
 # --- the host's hold ------------------------------------------------------------------------
 
 
