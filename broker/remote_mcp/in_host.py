@@ -56,6 +56,14 @@ class Host:
 
 
 @dataclass(frozen=True)
+class Taken:
+    """What became of a host's reply: its questionnaire, and why it was not taken (None: it was)."""
+
+    questionnaire_id: str
+    problem: str | None = None
+
+
+@dataclass(frozen=True)
 class Reply:
     """A repeated call's ``requestState`` and ``inputResponses``."""
 
@@ -114,9 +122,20 @@ class Asking:
     async def take_reply(self, caller: Caller, host: Host | None, reply: Reply) -> dict[str, Any] | str:
         """Apply the person's reply to the form; the questionnaire's id to wait for next, or
         the call's result at once (the form again, with why the reply was not taken)."""
+        name = host.name if host else UNNAMED_HOST
+        taken = await self.apply_reply(caller, name, reply.request_state, reply.responses.get(host_form.INPUT_KEY))
+        if taken.problem is not None:
+            asked = await self.ask(caller, taken.questionnaire_id, taken.problem)
+            if asked is not None:
+                return asked
+        return taken.questionnaire_id
+
+    async def apply_reply(self, caller: Caller, host_name: str, state: str, response: Any) -> Taken:
+        """Apply ``response`` (an ``ElicitResult`` as JSON) to the form ``state`` (its
+        ``requestState``) names: what became of it."""
         try:
             ask = request_state.unseal(
-                self.key, reply.request_state, session_id=caller.session_id, sub=caller.sub, now=self.broker.clock()
+                self.key, state, session_id=caller.session_id, sub=caller.sub, now=self.broker.clock()
             )
         except InvalidRequestState as exc:
             log.info("requestState refused", extra={"session": caller.session_id, "reason": str(exc)})
@@ -126,22 +145,20 @@ class Asking:
                 " was altered, or has expired; nothing was stored. Call questionnaire again without it.",
             ) from None
         qid = ask.questionnaire_id
-        response = reply.responses.get(host_form.INPUT_KEY)
         action = response.get("action") if isinstance(response, Mapping) else None
         if action != "accept":
             # decline, cancel (or no response): the host withdraws; the clients go on.
             log.info("the host withdrew", extra={"session": caller.session_id, "questionnaire": qid, "action": action})
             await self.broker.leave_host(caller.session_id, qid)
-            return qid
+            return Taken(qid)
         assert isinstance(response, Mapping)
-        state = await self.broker.writer.load(caller.session_id, qid)
+        current = await self.broker.writer.load(caller.session_id, qid)
         try:
-            form_reply = host_form.read_reply(state.questions[ask.first :], response.get("content"))
+            form_reply = host_form.read_reply(current.questions[ask.first :], response.get("content"))
         except FormProblem as problem:
             log.info("host form refused", extra={"session": caller.session_id, "questionnaire": qid})
-            asked = await self.ask(caller, qid, problem.reason)
-            return qid if asked is None else asked
-        by = Actor(caller.sub, "client", ClientInfo(HOST_CLIENT_KIND, host.name if host else UNNAMED_HOST))
+            return Taken(qid, problem.reason)
+        by = Actor(caller.sub, "client", ClientInfo(HOST_CLIENT_KIND, host_name))
         await self.broker.answer_in_host(caller.session_id, qid, form_reply, by)
         log.info("host form answered", extra={"session": caller.session_id, "questionnaire": qid})
-        return qid
+        return Taken(qid)
