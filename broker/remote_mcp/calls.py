@@ -37,6 +37,7 @@ from broker.core.model import StartInput, parse_tool_input
 from broker.http.agent_api import MAX_IDEMPOTENCY_KEY
 from broker.remote_mcp.gate import Caller
 from broker.remote_mcp.in_host import Asking, Host, Reply
+from broker.remote_mcp.streams import StreamAsk
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 
@@ -49,6 +50,9 @@ IDEMPOTENCY_META_KEY: Final = "qbroker/idempotencyKey"
 STORE_RETRIES: Final = 8
 STORE_BACKOFF: Final = 0.25
 STORE_MAX_BACKOFF: Final = 5.0
+# While an older host's form is out on the call's stream, how often the call looks for a
+# reply that another broker could not take (its reason left in the store), to ask again.
+FORM_CHECK_INTERVAL: Final = 1.0
 
 T = TypeVar("T")
 Progress = Callable[[float, str], Awaitable[None]]
@@ -73,6 +77,7 @@ async def call_tool(
         return tool.unknown_tool(name)
     loop = asyncio.get_running_loop()
     deadline = None if caller.timeout is None else loop.time() + caller.timeout
+    on_stream: StreamAsk | None = None  # an older host's form, on this call's own stream
     try:
         if reply is not None and asking is not None:
             taken = await _riding_out_the_store(partial(asking.take_reply, caller, host, reply))
@@ -86,12 +91,17 @@ async def call_tool(
             first = partial(_first, broker, caller, arguments or {}, meta, first_wait)
             status, body = await _riding_out_the_store(first)
             if status == 202 and in_host:
-                assert asking is not None
-                asked = await asking.ask(caller, body["questionnaireId"])
-                if asked is not None:
-                    return asked
-                # (it moved on meanwhile: wait for it as usual)
+                assert asking is not None and host is not None
+                if host.stream is not None:
+                    on_stream = StreamAsk(asking, caller, host.stream)
+                    await on_stream.start(body["questionnaireId"])
+                else:
+                    asked = await asking.ask(caller, body["questionnaireId"])
+                    if asked is not None:
+                        return asked
+                    # (it moved on meanwhile: wait for it as usual)
         reports = 0
+        reported_at = -float("inf")
         while status == 202:
             questionnaire_id = body["questionnaireId"]
             if broker.shutting_down.is_set():
@@ -99,9 +109,15 @@ async def call_tool(
             if deadline is not None and loop.time() >= deadline:
                 waited = f"the call has waited {caller.timeout:g}s (this endpoint's ?timeout)"
                 return _go_on(questionnaire_id, waited, "timeout")
-            reports += 1
-            await progress(reports, tool.progress_message(questionnaire_id, body["revision"], body["step"]))
-            wait = partial(_wait, broker, caller, questionnaire_id, _slice(broker, loop, deadline))
+            if loop.time() - reported_at >= 0.9 * broker.config.mcp_progress_interval:  # (timers may fire early)
+                reports += 1
+                reported_at = loop.time()
+                await progress(reports, tool.progress_message(questionnaire_id, body["revision"], body["step"]))
+            slice_ = _slice(broker, loop, deadline)
+            if on_stream is not None:
+                await on_stream.again_if_refused(questionnaire_id)
+                slice_ = min(slice_, FORM_CHECK_INTERVAL)  # (a refused reply is asked again soon)
+            wait = partial(_wait, broker, caller, questionnaire_id, slice_)
             status, body = await _riding_out_the_store(wait)
     except BrokerError as exc:
         broker.metrics.errors.labels(exc.code).inc()
@@ -112,6 +128,9 @@ async def call_tool(
             "questionnaire: the state store is unavailable; call again with the same arguments shortly",
             "store_unavailable",
         )
+    finally:
+        if on_stream is not None:
+            on_stream.stop()
     return tool.call_result(body)
 
 

@@ -44,8 +44,10 @@ log = logging.getLogger("qbroker.mcp")
 
 MAX_TIMEOUT: Final = 86400
 _QUERY: Final = frozenset({"timeout", "inHost"})
-# Where the gate leaves who is calling, for the tool (it reads the request's scope).
+# Where the gate leaves who is calling, for the tool (it reads the request's scope), and the
+# body it read (for the endpoint's routing of older hosts' sessions).
 CALLER_KEY: Final = "qbroker.mcp.caller"
+BODY_KEY: Final = "qbroker.mcp.body"
 
 
 class Caller:
@@ -85,6 +87,7 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
     except kit.ClientGone:
         return None
     scope[CALLER_KEY] = caller
+    scope[BODY_KEY] = body
     return _replay(body, receive)
 
 

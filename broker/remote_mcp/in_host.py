@@ -48,11 +48,13 @@ UNNAMED_HOST: Final = "MCP host"
 
 @dataclass(frozen=True)
 class Host:
-    """What a call knows of its host: whether it can show a form in the multi round-trip
-    pattern, and its name."""
+    """What a call knows of its host: whether it can show a form, its name, and for an
+    older-protocol host, the way to it on the call's own stream (``streams.py``; None: the
+    multi round-trip pattern)."""
 
     forms: bool
     name: str = UNNAMED_HOST
+    stream: Any = None
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,11 @@ class Asking:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.key = request_state.key_from_secret(broker.config.secret_or_file())
+
+    @property
+    def lifetime(self) -> float:
+        """How long a form holds: as long as the store keeps the questionnaire."""
+        return self.broker.config.retention
 
     def mode(self, caller: Caller) -> str:
         return caller.in_host or self.broker.config.in_host
@@ -110,7 +117,7 @@ class Asking:
             step=state.step,
             first=state.current_index,
             # As long as the store keeps the questionnaire: a person may take that long.
-            expires_at=self.broker.clock() + self.broker.config.retention,
+            expires_at=self.broker.clock() + self.lifetime,
         )
         request = {"method": "elicitation/create", "params": host_form.form(state, problem)}
         return {

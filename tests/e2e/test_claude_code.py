@@ -201,14 +201,22 @@ def finished(run: ClaudeRun, home: ClaudeHome) -> None:
     assert not home.model.errors
 
 
+# Claude Code speaks MCP 2026-07-28 by default (the multi round-trip pattern); with
+# MCP_PROTOCOL_NEGOTIATION=legacy, 2025-11-25 (a session, elicitation/create on the call's stream).
+ERAS = {"2026-07-28": {}, "legacy": {"MCP_PROTOCOL_NEGOTIATION": "legacy"}}
+
+
+@pytest.mark.parametrize("era", list(ERAS))
 async def test_answered_in_the_host_the_model_reads_the_ids_and_the_other_text(
-    live: BrokerProcess, model: ScriptedAnthropic, home: ClaudeHome
+    live: BrokerProcess, model: ScriptedAnthropic, home: ClaudeHome, era: str
 ) -> None:
     sid = new_sid("cc")
     home.answer_forms(
         [{"action": "accept", "content": {"target": "production", "checks": ["e2e", "unit"], "checks__other": "smoke"}}]
     )
-    finished(await home.run(PROMPT, f"{live.url}/mcp", token(sid, "agent", sub="alice")), home)
+    run = await home.run(PROMPT, f"{live.url}/mcp", token(sid, "agent", sub="alice"), env=home.env(**ERAS[era]))
+    finished(run, home)
+    assert bool(live.logged("mcp session opened", session=sid)) == (era == "legacy")  # (the era it spoke)
     [result] = model.tool_results()
     text = assert_text_not_json(result)
     qid = qid_of(text)

@@ -9,18 +9,20 @@ broker's own requestState: altered, foreign or expired, it is refused and nothin
 from __future__ import annotations
 
 import asyncio
+import json
 from collections.abc import Iterator
 from typing import Any, Literal
 
 import httpx
+import httpx2
 import mcp_types as types
 import pytest
 
 from broker.core.host_form import INPUT_KEY
 from broker.core.request_state import HostAsk, key_from_secret, seal
 from tests.helpers.clients import person
-from tests.helpers.mcp_sdk import details_of, mcp_client, text_of
-from tests.helpers.processes import TEST_SECRET, BrokerProcess, broker, token
+from tests.helpers.mcp_sdk import MODES, details_of, mcp_client, text_of
+from tests.helpers.processes import TEST_SECRET, BrokerProcess, broker, redis_server, token
 from tests.helpers.samples import multi, new_sid, single, start_body
 from tests.helpers.tamper_proxy import one_byte_off
 
@@ -68,10 +70,13 @@ async def events(live: BrokerProcess, sid: str, qid: str) -> list[dict[str, Any]
     return found
 
 
-async def test_answered_in_the_form_stored_as_a_client_s_answers_by_the_token_s_holder(live: BrokerProcess) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_answered_in_the_form_stored_as_a_client_s_answers_by_the_token_s_holder(
+    live: BrokerProcess, mode: str
+) -> None:
     sid = new_sid("host")
     someone = Person(accept(target="production", checks=["e2e"], checks__other="smoke"))
-    async with mcp_client(f"{live.url}/mcp", token(sid, "agent", sub="ci-bot"), mode=MODERN, elicitation=someone) as c:
+    async with mcp_client(f"{live.url}/mcp", token(sid, "agent", sub="ci-bot"), mode=mode, elicitation=someone) as c:
         result = await asyncio.wait_for(c.call_tool("questionnaire", ARGUMENTS), QUICK)
     assert result.is_error is False
     text = text_of(result)
@@ -85,15 +90,16 @@ async def test_answered_in_the_form_stored_as_a_client_s_answers_by_the_token_s_
     assert answered == [host, host]
 
 
+@pytest.mark.parametrize("mode", MODES)
 async def test_a_form_that_breaks_a_rule_is_asked_again_with_the_reason_and_nothing_of_it_stored(
-    live: BrokerProcess,
+    live: BrokerProcess, mode: str
 ) -> None:
     sid = new_sid("host")
     someone = Person(
         accept(target="production", target__other="canary", checks=["unit"]),  # single: an option or Other
         accept(target__other="canary", checks=["unit"]),
     )
-    async with mcp_client(f"{live.url}/mcp", token(sid, "agent"), mode=MODERN, elicitation=someone) as c:
+    async with mcp_client(f"{live.url}/mcp", token(sid, "agent"), mode=mode, elicitation=someone) as c:
         result = await asyncio.wait_for(c.call_tool("questionnaire", ARGUMENTS), QUICK)
     first, second = someone.forms
     assert not first.message.startswith("Your answer could not be used")
@@ -103,13 +109,14 @@ async def test_a_form_that_breaks_a_rule_is_asked_again_with_the_reason_and_noth
     assert [e["type"] for e in recorded] == ["started", "answered", "answered", "completed"]
 
 
+@pytest.mark.parametrize("mode", MODES)
 @pytest.mark.parametrize("action", ["decline", "cancel"])
 async def test_a_declined_or_dismissed_form_never_ends_it_a_client_answers(
-    live: BrokerProcess, action: Literal["decline", "cancel"]
+    live: BrokerProcess, action: Literal["decline", "cancel"], mode: str
 ) -> None:
     sid = new_sid("host")
     someone = Person(types.ElicitResult(action=action))
-    async with mcp_client(f"{live.url}/mcp", token(sid, "agent"), mode=MODERN, elicitation=someone) as c:
+    async with mcp_client(f"{live.url}/mcp", token(sid, "agent"), mode=mode, elicitation=someone) as c:
         call = asyncio.create_task(c.call_tool("questionnaire", ARGUMENTS))
         while not someone.forms:
             await asyncio.sleep(0.05)
@@ -119,18 +126,19 @@ async def test_a_declined_or_dismissed_form_never_ends_it_a_client_answers(
     assert text_of(result).startswith("QUESTIONNAIRE_COMPLETED") and "target: optionIds=[staging]" in text_of(result)
 
 
-async def test_fallback_asks_only_when_no_client_has_the_session_open_race_asks_anyway(live: BrokerProcess) -> None:
+@pytest.mark.parametrize("mode", MODES)
+async def test_fallback_asks_only_when_no_client_has_the_session_open_race_asks_anyway(
+    live: BrokerProcess, mode: str
+) -> None:
     sid = new_sid("host")
     someone = Person(accept(target="production", checks=["unit"]))
     async with person(live.ws_url, sid) as p:
-        async with mcp_client(f"{live.url}/mcp", token(sid, "agent"), mode=MODERN, elicitation=someone) as c:
+        async with mcp_client(f"{live.url}/mcp", token(sid, "agent"), mode=mode, elicitation=someone) as c:
             call = asyncio.create_task(c.call_tool("questionnaire", ARGUMENTS))
             await p.answer_all({"target": ["staging"], "checks": ["e2e"]})  # a client has it open
             result = await asyncio.wait_for(call, QUICK)
         assert not someone.forms and "target: optionIds=[staging]" in text_of(result)
-        async with mcp_client(
-            f"{live.url}/mcp?inHost=race", token(sid, "agent"), mode=MODERN, elicitation=someone
-        ) as c:
+        async with mcp_client(f"{live.url}/mcp?inHost=race", token(sid, "agent"), mode=mode, elicitation=someone) as c:
             call = asyncio.create_task(c.call_tool("questionnaire", ARGUMENTS))
             question = await p.wait_for("question", timeout=QUICK)
             result = await asyncio.wait_for(call, QUICK)  # the form answered first, the client saw it too
@@ -140,21 +148,50 @@ async def test_fallback_asks_only_when_no_client_has_the_session_open_race_asks_
         assert closed["answeredBy"]["client"]["kind"] == "host"  # every open client sees where
 
 
-async def test_off_never_asks_in_the_host_nor_does_an_older_protocol_host(
-    off: BrokerProcess, live: BrokerProcess
-) -> None:
-    for deployment, url, mode in ((off, "/mcp", MODERN), (live, "/mcp?inHost=off", MODERN), (live, "/mcp", "legacy")):
+@pytest.mark.parametrize("mode", MODES)
+async def test_off_never_asks_in_the_host(off: BrokerProcess, live: BrokerProcess, mode: str) -> None:
+    for deployment, url in ((off, "/mcp"), (live, "/mcp?inHost=off")):
         sid = new_sid("host")
         someone = Person(accept(target="production", checks=["unit"]))
-        async with (
-            mcp_client(f"{deployment.url}{url}", token(sid, "agent"), mode=mode, elicitation=someone) as c,
-            person(deployment.ws_url, sid) as p,
-        ):
+        async with mcp_client(f"{deployment.url}{url}", token(sid, "agent"), mode=mode, elicitation=someone) as c:
             call = asyncio.create_task(c.call_tool("questionnaire", ARGUMENTS))
-            await p.answer_all({"target": ["staging"], "checks": ["e2e"]})
+            await asyncio.sleep(0.5)  # nobody has the session open when the call starts
+            async with person(deployment.ws_url, sid) as p:
+                await p.answer_all({"target": ["staging"], "checks": ["e2e"]})
             result = await asyncio.wait_for(call, QUICK)
-        assert not someone.forms, (url, mode)
+        assert not someone.forms, url
         assert "target: optionIds=[staging]" in text_of(result)
+
+
+async def test_an_older_host_s_session_is_signed_and_one_altered_is_not_found(live: BrokerProcess) -> None:
+    """Only a host that shows forms gets a session (any broker serves it); its id is the
+    broker's signature, so an altered one, or another session's, is refused."""
+    sid = new_sid("host")
+    agent = {"Authorization": f"Bearer {token(sid, 'agent')}", "Accept": "application/json, text/event-stream"}
+
+    def initialize(capabilities: dict[str, Any]) -> dict[str, Any]:
+        params = {
+            "protocolVersion": "2025-06-18",
+            "capabilities": capabilities,
+            "clientInfo": {"name": "h", "version": "1"},
+        }
+        return {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": params}
+
+    listing = {"jsonrpc": "2.0", "id": 2, "method": "tools/list"}
+    async with httpx.AsyncClient(timeout=10) as http:
+        opened = await http.post(f"{live.url}/mcp", json=initialize({"elicitation": {}}), headers=agent)
+        session = opened.headers["mcp-session-id"]
+        assert opened.status_code == 200 and session.startswith("qbs1.")
+        plain = await http.post(f"{live.url}/mcp", json=initialize({}), headers=agent)
+        assert plain.status_code == 200 and "mcp-session-id" not in plain.headers  # stateless, as before
+        listed = await http.post(f"{live.url}/mcp", json=listing, headers={**agent, "Mcp-Session-Id": session})
+        assert listed.status_code == 200 and '"questionnaire"' in listed.text
+        for other in (one_byte_off(session), session.replace("qbs1.", "qbs1.x")):
+            refused = await http.post(f"{live.url}/mcp", json=listing, headers={**agent, "Mcp-Session-Id": other})
+            assert refused.status_code == 404
+        foreign = {**agent, "Authorization": f"Bearer {token(new_sid('host'), 'agent')}", "Mcp-Session-Id": session}
+        assert (await http.post(f"{live.url}/mcp", json=listing, headers=foreign)).status_code == 404
+        assert (await http.get(f"{live.url}/mcp", headers={**agent, "Mcp-Session-Id": session})).status_code == 405
 
 
 @pytest.mark.parametrize("how", ["one byte", "another session", "another holder", "expired", "another secret"])
@@ -192,3 +229,53 @@ async def test_an_altered_foreign_or_expired_request_state_is_refused_and_nothin
     async with person(live.ws_url, sid) as p:
         question = await p.wait_for("question", timeout=QUICK)
         assert question["questionnaireId"] == qid and question["index"] == 0  # nothing stored
+
+
+class RepliesElsewhere(httpx2.AsyncBaseTransport):
+    """Sends every JSON-RPC response the client POSTs (its answer to a form) to another
+    broker than the one it talks to: what a load balancer may do, with no affinity."""
+
+    def __init__(self, other_port: int) -> None:
+        self.inner = httpx2.AsyncHTTPTransport()
+        self.other_port = other_port
+        self.rerouted = 0
+
+    async def handle_async_request(self, request: httpx2.Request) -> httpx2.Response:
+        if request.method == "POST":
+            body = await request.aread()
+            message = json.loads(body) if body else None
+            if isinstance(message, dict) and "method" not in message and "result" in message:
+                self.rerouted += 1
+                request.url = request.url.copy_with(port=self.other_port)
+        return await self.inner.handle_async_request(request)
+
+    async def aclose(self) -> None:
+        await self.inner.aclose()
+
+
+@pytest.mark.redis
+def test_an_older_host_s_reply_reaching_another_broker_is_applied_there_and_the_call_returns() -> None:
+    """Two brokers on Redis: the older host's call waits on one; its answer to the form is
+    POSTed to the other, which applies it (or, for a reply that breaks a rule, leaves the
+    reason for the first to ask again); the waiting call returns the outcome."""
+    with redis_server() as redis, broker(redis.url, client_wait=20) as holding, broker(redis.url) as other:
+        asyncio.run(_reply_elsewhere(holding, other))
+
+
+async def _reply_elsewhere(holding: BrokerProcess, other: BrokerProcess) -> None:
+    sid = new_sid("host-lb")
+    someone = Person(
+        accept(target="production", target__other="x", checks=["unit"]),  # breaks a rule: asked again
+        accept(target="production", checks=["e2e"]),
+    )
+    route = RepliesElsewhere(other.port)
+    async with mcp_client(
+        f"{holding.url}/mcp", token(sid, "agent", sub="alice"), mode="legacy", elicitation=someone, transport=route
+    ) as c:
+        result = await asyncio.wait_for(c.call_tool("questionnaire", ARGUMENTS), QUICK)
+    assert route.rerouted == 2 and len(someone.forms) == 2
+    assert someone.forms[1].message.startswith("Your answer could not be used")
+    assert "target: optionIds=[production]" in text_of(result) and "checks: optionIds=[e2e]" in text_of(result)
+    assert holding.logged("asked in the host", session=sid) == 2
+    assert other.logged("host form refused", session=sid) == 1 and other.logged("host form answered", session=sid) == 1
+    assert not holding.logged("host form answered", session=sid)
