@@ -130,7 +130,7 @@ async def call_tool(
         )
     finally:
         if on_stream is not None:
-            on_stream.stop()
+            await on_stream.stop()
     return tool.call_result(body)
 
 

@@ -23,6 +23,7 @@ on that request's stream:
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import hashlib
 import json
 import logging
@@ -208,7 +209,7 @@ class StreamAsk:
         await broker.store.note(
             self.caller.session_id, form_note(self.stream.session_token), asked["requestState"], self.asking.lifetime
         )
-        self.stop()
+        await self.stop()
         form = asked["inputRequests"][host_form.INPUT_KEY]["params"]
         self.task = asyncio.create_task(self._send(form))
         log.info("asked in the host", extra={"session": self.caller.session_id, "questionnaire": state.id})
@@ -229,10 +230,14 @@ class StreamAsk:
             await store.note(self.caller.session_id, name, None, 0)
             await self.start(questionnaire_id, problem)
 
-    def stop(self) -> None:
-        if self.task is not None:
-            self.task.cancel()
-            self.task = None
+    async def stop(self) -> None:
+        """Withdraw the form: cancelling its request tells the host (``notifications/cancelled``
+        on the call's stream, before the call's result closes it)."""
+        task, self.task = self.task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
 
 
 def _json(body: bytes) -> Any:

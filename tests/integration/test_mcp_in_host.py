@@ -279,3 +279,31 @@ async def _reply_elsewhere(holding: BrokerProcess, other: BrokerProcess) -> None
     assert holding.logged("asked in the host", session=sid) == 2
     assert other.logged("host form refused", session=sid) == 1 and other.logged("host form answered", session=sid) == 1
     assert not holding.logged("host form answered", session=sid)
+
+
+async def test_an_older_host_s_form_is_withdrawn_when_a_client_answers_first(live: BrokerProcess) -> None:
+    """On the call's own stream the broker can take its form back: when the outcome comes
+    from a qbroker client, the pending elicitation/create is cancelled (the 2026-07-28
+    pattern has no such message: there the form stays until the person closes it)."""
+    sid = new_sid("host")
+    shown, withdrawn = asyncio.Event(), asyncio.Event()
+
+    async def slow_person(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        shown.set()
+        try:
+            await asyncio.sleep(QUICK)
+        except asyncio.CancelledError:
+            withdrawn.set()
+            raise
+        return types.ElicitResult(action="cancel")
+
+    async with mcp_client(
+        f"{live.url}/mcp?inHost=race", token(sid, "agent"), mode="legacy", elicitation=slow_person
+    ) as c:
+        call = asyncio.create_task(c.call_tool("questionnaire", ARGUMENTS))
+        await asyncio.wait_for(shown.wait(), QUICK)
+        async with person(live.ws_url, sid) as p:
+            await p.answer_all({"target": ["staging"], "checks": ["unit"]})
+        result = await asyncio.wait_for(call, QUICK)
+        await asyncio.wait_for(withdrawn.wait(), QUICK)
+    assert "target: optionIds=[staging]" in text_of(result)
