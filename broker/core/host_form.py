@@ -95,11 +95,18 @@ def form_keys(questions: Sequence[Question]) -> FormKeys:
     return FormKeys(other, unique("qbroker__ask_the_agent"), unique("qbroker__cancel"))
 
 
-def form(state: Questionnaire, problem: str | None = None) -> dict[str, Any]:
+def form(
+    state: Questionnaire, problem: str | None = None, kept: Mapping[str, Selection] | None = None
+) -> dict[str, Any]:
     """``elicitation/create``'s params for the open questions of ``state``: ``mode``,
-    ``message`` and ``requestedSchema``. ``problem``: why the last form was not taken."""
+    ``message`` and ``requestedSchema``. ``problem``: why the last form was not taken;
+    ``kept``: answers an earlier form gave to questions still open (``kept_answers``), filled
+    in as the fields' defaults, as is the current question's draft."""
     questions = open_questions(state)
     keys = form_keys(questions)
+    filled = dict(kept or {})
+    if state.draft is not None and questions:
+        filled[questions[0].id] = state.draft
     properties: dict[str, Any] = {}
     for question in questions:
         properties[question.id] = _question_property(question)
@@ -111,6 +118,11 @@ def form(state: Questionnaire, problem: str | None = None) -> dict[str, Any]:
                 + (" (counts as one choice)" if question.type == "multi" else "")
                 + ".",
             }
+        given = filled.get(question.id)
+        if given is not None:
+            _fill(properties[question.id], question, given)
+            if given.other is not None and question.allow_other:
+                properties[keys.other[question.id]]["default"] = given.other
     properties[keys.clarify] = {
         "type": "string",
         "title": CLARIFY_TITLE,
@@ -124,6 +136,35 @@ def form(state: Questionnaire, problem: str | None = None) -> dict[str, Any]:
         "message": _message(state, len(questions), problem),
         "requestedSchema": {"type": "object", "properties": properties},
     }
+
+
+def _fill(prop: dict[str, Any], question: Question, given: Selection) -> None:
+    if question.type == "multi":
+        prop["default"] = list(given.selected_option_ids)
+    elif given.selected_option_ids:
+        prop["default"] = given.selected_option_ids[0]
+
+
+def kept_answers(reply: FormReply, state: Questionnaire) -> dict[str, Selection]:
+    """What a reply answered that ``state`` (after the reply was applied) has not stored: the
+    answers after the question a clarification paused at, kept for the next form."""
+    stored = {answer.question_id for answer in state.answers}
+    current = state.current_question
+    return {
+        question_id: selection
+        for question_id, selection in reply.answers.items()
+        if question_id not in stored and (current is None or question_id != current.id)
+    }
+
+
+def kept_answers_to_wire(kept: Mapping[str, Selection]) -> str:
+    return msgspec.json.encode({question_id: s.to_wire() for question_id, s in kept.items()}).decode()
+
+
+def kept_answers_from_wire(text: str | None) -> dict[str, Selection]:
+    if not text:
+        return {}
+    return {question_id: Selection.from_wire(wire) for question_id, wire in msgspec.json.decode(text).items()}
 
 
 def _question_property(question: Question) -> dict[str, Any]:

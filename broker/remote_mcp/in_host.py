@@ -46,6 +46,11 @@ HOST_CLIENT_KIND: Final = "host"
 UNNAMED_HOST: Final = "MCP host"
 
 
+def kept_note(questionnaire_id: str) -> str:
+    """The store's name for a host form's answers kept past a clarification."""
+    return "host-kept:" + questionnaire_id
+
+
 @dataclass(frozen=True)
 class Host:
     """What a call knows of its host: whether it can show a form, its name, and for an
@@ -106,9 +111,9 @@ class Asking:
             "asked in the host",
             extra={"session": caller.session_id, "questionnaire": state.id, "step": state.step},
         )
-        return self.input_required(caller, state, problem)
+        return await self.input_required(caller, state, problem)
 
-    def input_required(self, caller: Caller, state: Questionnaire, problem: str | None = None) -> dict[str, Any]:
+    async def input_required(self, caller: Caller, state: Questionnaire, problem: str | None = None) -> dict[str, Any]:
         ask = HostAsk(
             session_id=caller.session_id,
             sub=caller.sub,
@@ -119,7 +124,8 @@ class Asking:
             # As long as the store keeps the questionnaire: a person may take that long.
             expires_at=self.broker.clock() + self.lifetime,
         )
-        request = {"method": "elicitation/create", "params": host_form.form(state, problem)}
+        kept = host_form.kept_answers_from_wire(await self.broker.store.noted(caller.session_id, kept_note(state.id)))
+        request = {"method": "elicitation/create", "params": host_form.form(state, problem, kept)}
         return {
             "resultType": "input_required",
             "inputRequests": {host_form.INPUT_KEY: request},
@@ -166,6 +172,11 @@ class Asking:
             log.info("host form refused", extra={"session": caller.session_id, "questionnaire": qid})
             return Taken(qid, problem.reason)
         by = Actor(caller.sub, "client", ClientInfo(HOST_CLIENT_KIND, host_name))
-        await self.broker.answer_in_host(caller.session_id, qid, form_reply, by)
+        after = await self.broker.answer_in_host(caller.session_id, qid, form_reply, by)
+        kept = host_form.kept_answers(form_reply, after)
+        if form_reply.clarification is not None and kept:
+            # Answers after the question it paused at: the next form shows them filled in.
+            text = host_form.kept_answers_to_wire(kept)
+            await self.broker.store.note(caller.session_id, kept_note(qid), text, self.lifetime)
         log.info("host form answered", extra={"session": caller.session_id, "questionnaire": qid})
         return Taken(qid)

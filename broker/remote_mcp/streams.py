@@ -205,7 +205,7 @@ class StreamAsk:
         state = await broker.ask_in_host(self.caller.session_id, questionnaire_id)
         if state.status != "in_progress":
             return False
-        asked = self.asking.input_required(self.caller, state, problem)
+        asked = await self.asking.input_required(self.caller, state, problem)
         await broker.store.note(
             self.caller.session_id, form_note(self.stream.session_token), asked["requestState"], self.asking.lifetime
         )

@@ -307,3 +307,26 @@ async def test_an_older_host_s_form_is_withdrawn_when_a_client_answers_first(liv
         result = await asyncio.wait_for(call, QUICK)
         await asyncio.wait_for(withdrawn.wait(), QUICK)
     assert "target: optionIds=[staging]" in text_of(result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_question_to_the_agent_in_the_form_keeps_its_answers_for_the_next_form(
+    live: BrokerProcess, mode: str
+) -> None:
+    sid = new_sid("host")
+    three = start_body(single("target", ("staging", "production")), multi("checks"), single("confirm", ("yes", "no")))
+    someone = Person(
+        accept(target="production", confirm="no", qbroker__ask_the_agent="Which checks are slow?"),
+        accept(checks=["unit"], confirm="no"),
+    )
+    async with mcp_client(f"{live.url}/mcp", token(sid, "agent"), mode=mode, elicitation=someone) as c:
+        asked = await asyncio.wait_for(c.call_tool("questionnaire", three), QUICK)
+        text = text_of(asked)
+        assert text.startswith("QUESTIONNAIRE_NEEDS_CLARIFICATION") and "target: optionIds=[production]" in text
+        qid = details_of(asked)["questionnaireId"]
+        resume = {"action": "resume", "questionnaireId": qid, "revision": 1, "clarificationResponse": "e2e is slow."}
+        done = await asyncio.wait_for(c.call_tool("questionnaire", resume), QUICK)
+    second = someone.forms[1].requested_schema["properties"]
+    assert "target" not in second and second["confirm"]["default"] == "no"  # kept, shown filled in
+    assert "default" not in second["checks"]
+    assert "checks: optionIds=[unit]" in text_of(done) and "confirm: optionIds=[no]" in text_of(done)

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from broker.core import availability, host_form
 from broker.core.errors import BrokerError
 from broker.core.host_form import CANCEL_TITLE, CLARIFY_TITLE, FormProblem, FormReply, next_command, read_reply
-from broker.core.machine import AnswerQuestion, AskInHost, Cancel, LeaveHost, Questionnaire, Selection, apply
+from broker.core.machine import AnswerQuestion, AskInHost, Cancel, LeaveHost, Questionnaire, Resume, Selection, apply
 from tests.helpers.machine import T0, new_questionnaire
 from tests.helpers.samples import multi, single
 from tests.unit.test_machine_properties import questionnaires
@@ -213,6 +213,28 @@ def test_a_clarification_raced_past_its_question_pauses_at_the_first_one_the_for
     paused = run(moved, reply)
     assert paused.status == "needs_clarification" and paused.clarifications[-1].question_id == "confirm"
     assert [a.selection.selected_option_ids for a in paused.answers] == [("staging",), ("unit",)]
+
+
+def test_answers_past_the_pause_and_the_draft_are_filled_into_the_next_form() -> None:
+    state = labelled()
+    reply = read_reply(state.questions, {"target": "production", "confirm": "no", "qbroker__ask_the_agent": "Hm?"})
+    paused = run(state, reply)
+    kept = host_form.kept_answers(reply, paused)
+    assert kept == {"confirm": Selection(("no",))}
+    assert host_form.kept_answers_from_wire(host_form.kept_answers_to_wire(kept)) == kept
+    resumed = apply(paused, Resume(1, "Because."), T0 + 2)
+    properties = host_form.form(resumed, kept=kept)["requestedSchema"]["properties"]
+    assert properties["confirm"]["default"] == "no" and "default" not in properties["checks"]
+    # The current question's draft (here: given with the clarification) is filled in too.
+    drafted = run(
+        labelled(),
+        read_reply(
+            labelled().questions,
+            {"target": "staging", "checks": ["e2e"], "confirm": "yes", "qbroker__ask_the_agent": "?"},
+        ),
+    )
+    again = host_form.form(apply(drafted, Resume(1, "ok"), T0 + 2))["requestedSchema"]["properties"]
+    assert again["confirm"]["default"] == "yes"
 
 
 # --- the host's hold ------------------------------------------------------------------------
