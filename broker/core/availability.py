@@ -10,7 +10,9 @@ Two rules from the protocol:
   draft intact; after that, ``unavailable`` / ``ui_error``.
 
 A questionnaire waiting for the agent's clarification is never expired: the person is
-waiting on the agent, not the other way round. The grace is counted from the later of
+waiting on the agent, not the other way round. Nor is one an MCP host's own form is asking
+(``in_host_since``): the person is there, in the host, and a host's form cannot be
+withdrawn; once the host has replied (or declined), these rules hold again. The grace is counted from the later of
 "last client seen" and "last change", so a resume after a long clarification gives the
 person a fresh grace period to come back. A change nobody saw (the agent resumed while no
 client was connected) must bring the person back as a start does, so it waits at least the
@@ -67,8 +69,8 @@ def deadline(
 def _deadline(
     state: Questionnaire, clients: int, last_seen: float | None, client_wait: float, reconnect_grace: float
 ) -> Deadline | None:
-    if clients > 0 or state.status != "in_progress":
-        return None
+    if clients > 0 or state.status != "in_progress" or state.in_host_since is not None:
+        return None  # (an MCP host's form asking it: the person is there, in the host)
     if last_seen is None or last_seen < state.created_at:
         return Deadline(state.created_at + first_client_wait(state, client_wait), "ui_unavailable")
     if state.updated_at > last_seen:  # changed while nobody was there: the person must come back

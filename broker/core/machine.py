@@ -122,6 +122,9 @@ class Questionnaire(msgspec.Struct, frozen=True):
     # wait, or notifications may bring the person (docs/notifications.md).
     client_wait: float | None = None
     answered_by: Actor | None = None  # who gave the latest answer (None: nobody yet, or not said)
+    # Since when an MCP host's own form asks it (None: no host's form does). While one does,
+    # the person is there, in the host: it does not become unavailable (core/availability.py).
+    in_host_since: float | None = None
 
     @property
     def current_index(self) -> int:
@@ -166,6 +169,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
             "askedBy": self.asked_by,
             "clientWait": self.client_wait,
             "answeredBy": self.answered_by.to_wire() if self.answered_by is not None else None,
+            "inHostSince": self.in_host_since,
         }
 
     @classmethod
@@ -193,6 +197,7 @@ class Questionnaire(msgspec.Struct, frozen=True):
             asked_by=record.get("askedBy"),
             client_wait=record.get("clientWait"),
             answered_by=actor_from_wire(record.get("answeredBy")),
+            in_host_since=record.get("inHostSince"),
         )
 
 
@@ -243,8 +248,18 @@ class MarkUnavailable(msgspec.Struct, frozen=True):
     reason: Literal["ui_unavailable", "ui_error"]
 
 
+class AskInHost(msgspec.Struct, frozen=True):
+    """An MCP host's own form now asks the questionnaire (from ``step`` on)."""
+
+    step: int
+
+
+class LeaveHost(msgspec.Struct, frozen=True):
+    """The host's form is done with it: answered, declined or dismissed."""
+
+
 ClientCommand = Draft | AnswerQuestion | Clarify | Cancel
-Command = ClientCommand | Resume | Abort | MarkUnavailable
+Command = ClientCommand | Resume | Abort | MarkUnavailable | AskInHost | LeaveHost
 
 
 # --- transitions --------------------------------------------------------------------
@@ -285,6 +300,13 @@ def apply(state: Questionnaire, command: Command, now: float, by: Actor | None =
     if isinstance(command, MarkUnavailable):
         _require_open(state, "mark unavailable")
         return _close(state, "unavailable", command.reason, now)
+    if isinstance(command, AskInHost):
+        if state.status != "in_progress" or command.step != state.step:
+            raise BrokerError("stale_step", f"questionnaire {state.id} moved on before the host's form was shown")
+        return replace(state, in_host_since=now, version=state.version + 1, updated_at=now)
+    if isinstance(command, LeaveHost):
+        _require_open(state, "leave the host")
+        return replace(state, in_host_since=None, version=state.version + 1, updated_at=now)
     # Client commands: they must name this questionnaire and its current step.
     _check_client_command(state, command)
     if isinstance(command, Cancel):
@@ -417,6 +439,12 @@ def _check_client_command(state: Questionnaire, command: ClientCommand) -> None:
         raise BrokerError("stale_step", f"{_name(command)} refused: questionnaire {state.id} is {_said(state.status)}")
     if command.step != state.step:
         raise BrokerError("stale_step", f"{_name(command)} names step {command.step}; the current step is {state.step}")
+
+
+def check_selection(question: Question, option_ids: Sequence[str], other: str | None) -> Selection:
+    """An answer to ``question`` checked by the rules every answer passes (its options, Other,
+    its bounds), ordered as declared; else a ``BrokerError`` saying which rule it breaks."""
+    return _selection(question, option_ids, other, final=True)
 
 
 def _selection(question: Question, option_ids: Sequence[str], other: str | None, *, final: bool) -> Selection:

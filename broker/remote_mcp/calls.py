@@ -17,6 +17,10 @@ breaks (this broker stopped or died) is repeated by the host on any broker:
 When this broker is stopping, a call still waiting ends at once with a tool error that says
 so and what to do (call again with the same arguments); the questionnaire goes on. So does a
 call that has waited the endpoint's ``?timeout`` (for hosts that give up after a fixed time).
+
+For a host that can show the questionnaire in its own form (``in_host.py``), a start or a
+resume may end at once with that form instead of waiting; the host's repeated call, with the
+person's reply, is applied, then waits for the outcome as any call does.
 """
 
 from __future__ import annotations
@@ -25,13 +29,15 @@ import asyncio
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from functools import partial
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from broker.core import tool
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import StartInput, parse_tool_input
 from broker.http.agent_api import MAX_IDEMPOTENCY_KEY
 from broker.remote_mcp.gate import Caller
+from broker.remote_mcp.in_host import Asking, Host, Reply
+from broker.remote_mcp.streams import StreamAsk
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 
@@ -44,7 +50,11 @@ IDEMPOTENCY_META_KEY: Final = "qbroker/idempotencyKey"
 STORE_RETRIES: Final = 8
 STORE_BACKOFF: Final = 0.25
 STORE_MAX_BACKOFF: Final = 5.0
+# While an older host's form is out on the call's stream, how often the call looks for a
+# reply that another broker could not take (its reason left in the store), to ask again.
+FORM_CHECK_INTERVAL: Final = 1.0
 
+T = TypeVar("T")
 Progress = Callable[[float, str], Awaitable[None]]
 Outcome = tuple[int, dict[str, Any]]
 
@@ -56,16 +66,42 @@ async def call_tool(
     arguments: Mapping[str, Any] | None,
     meta: Mapping[str, Any] | None,
     progress: Progress,
+    asking: Asking | None = None,
+    host: Host | None = None,
+    reply: Reply | None = None,
 ) -> dict[str, Any]:
-    """The MCP result (``CallToolResult`` as JSON) of one call: the tool result, or a tool error."""
+    """The MCP result of one call as JSON: the tool result, a tool error, or (``asking`` a
+    ``host`` that shows forms) the ``input_required`` result that asks in the host's form.
+    ``reply``: the host's repeated call, with the person's reply to that form."""
     if name != tool.TOOL_NAME:
         return tool.unknown_tool(name)
     loop = asyncio.get_running_loop()
     deadline = None if caller.timeout is None else loop.time() + caller.timeout
+    on_stream: StreamAsk | None = None  # an older host's form, on this call's own stream
     try:
-        first = partial(_first, broker, caller, arguments or {}, meta, _slice(broker, loop, deadline))
-        status, body = await _riding_out_the_store(first)
+        if reply is not None and asking is not None:
+            taken = await _riding_out_the_store(partial(asking.take_reply, caller, host, reply))
+            if isinstance(taken, dict):
+                return taken
+            wait = partial(_wait, broker, caller, taken, _slice(broker, loop, deadline))
+            status, body = await _riding_out_the_store(wait)
+        else:
+            in_host = asking is not None and await asking.should_ask(caller, host)
+            first_wait = 0.0 if in_host else _slice(broker, loop, deadline)
+            first = partial(_first, broker, caller, arguments or {}, meta, first_wait)
+            status, body = await _riding_out_the_store(first)
+            if status == 202 and in_host:
+                assert asking is not None and host is not None
+                if host.stream is not None:
+                    on_stream = StreamAsk(asking, caller, host.stream)
+                    await on_stream.start(body["questionnaireId"])
+                else:
+                    asked = await asking.ask(caller, body["questionnaireId"])
+                    if asked is not None:
+                        return asked
+                    # (it moved on meanwhile: wait for it as usual)
         reports = 0
+        reported_at = -float("inf")
         while status == 202:
             questionnaire_id = body["questionnaireId"]
             if broker.shutting_down.is_set():
@@ -73,9 +109,15 @@ async def call_tool(
             if deadline is not None and loop.time() >= deadline:
                 waited = f"the call has waited {caller.timeout:g}s (this endpoint's ?timeout)"
                 return _go_on(questionnaire_id, waited, "timeout")
-            reports += 1
-            await progress(reports, tool.progress_message(questionnaire_id, body["revision"], body["step"]))
-            wait = partial(_wait, broker, caller, questionnaire_id, _slice(broker, loop, deadline))
+            if loop.time() - reported_at >= 0.9 * broker.config.mcp_progress_interval:  # (timers may fire early)
+                reports += 1
+                reported_at = loop.time()
+                await progress(reports, tool.progress_message(questionnaire_id, body["revision"], body["step"]))
+            slice_ = _slice(broker, loop, deadline)
+            if on_stream is not None:
+                await on_stream.again_if_refused(questionnaire_id)
+                slice_ = min(slice_, FORM_CHECK_INTERVAL)  # (a refused reply is asked again soon)
+            wait = partial(_wait, broker, caller, questionnaire_id, slice_)
             status, body = await _riding_out_the_store(wait)
     except BrokerError as exc:
         broker.metrics.errors.labels(exc.code).inc()
@@ -86,6 +128,9 @@ async def call_tool(
             "questionnaire: the state store is unavailable; call again with the same arguments shortly",
             "store_unavailable",
         )
+    finally:
+        if on_stream is not None:
+            await on_stream.stop()
     return tool.call_result(body)
 
 
@@ -123,7 +168,7 @@ def _explicit_key(meta: Mapping[str, Any] | None) -> str | None:
     return key
 
 
-async def _riding_out_the_store(attempt: Callable[[], Awaitable[Outcome]]) -> Outcome:
+async def _riding_out_the_store(attempt: Callable[[], Awaitable[T]]) -> T:
     """``attempt()``, again after a pause while the store is unavailable (Redis restarting or
     failing over); safe for a start and a resume, which re-attach when repeated."""
     for retry in range(STORE_RETRIES):

@@ -13,12 +13,15 @@ request whatever its method:
    token for more than one session (``*``) must name it in the path,
    ``/v1/sessions/{sid}/mcp``; a malformed session id there: 400;
 4. a broker that is shutting down: 503 (a load balancer tries another);
-5. a query other than ``?timeout=SECONDS``: 400 (as the agent API refuses unknown ones);
+5. a query other than ``?timeout=SECONDS`` and ``?inHost=fallback|race|off``: 400 (as the
+   agent API refuses unknown ones);
 6. a body over 16 MiB: 413 (read here, after the token, and handed on whole).
 
 ``?timeout=SECONDS`` (in the URL a host is configured with) bounds each tool call, for hosts
 that give up on a call after a fixed time: the call then ends first, with a tool error that
 says the questionnaire is still open and how to go on waiting (``calls.py``).
+``?inHost=`` sets, for the hosts configured with that URL, when the questionnaire is put into
+the host's own form (``QBROKER_IN_HOST``'s three words; ``in_host.py``).
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from starlette.datastructures import Headers
 from starlette.types import Message, Receive, Scope, Send
 
 from broker.core.errors import BrokerError, invalid
+from broker.core.host_form import IN_HOST_MODES
 from broker.http import agent_api, kit
 from broker.http.kit import error_body, respond
 from broker.service import Broker
@@ -39,20 +43,25 @@ from broker.ws.handshake import origin_allowed
 log = logging.getLogger("qbroker.mcp")
 
 MAX_TIMEOUT: Final = 86400
-_TIMEOUT_ONLY: Final = frozenset({"timeout"})
-# Where the gate leaves who is calling, for the tool (it reads the request's scope).
+_QUERY: Final = frozenset({"timeout", "inHost"})
+# Where the gate leaves who is calling, for the tool (it reads the request's scope), and the
+# body it read (for the endpoint's routing of older hosts' sessions).
 CALLER_KEY: Final = "qbroker.mcp.caller"
+BODY_KEY: Final = "qbroker.mcp.body"
 
 
 class Caller:
     """Who calls, for which session: what the tool needs of the request."""
 
-    __slots__ = ("session_id", "sub", "timeout")
+    __slots__ = ("in_host", "session_id", "sub", "timeout")
 
-    def __init__(self, session_id: str, sub: str | None, timeout: float | None = None) -> None:
+    def __init__(
+        self, session_id: str, sub: str | None, timeout: float | None = None, in_host: str | None = None
+    ) -> None:
         self.session_id = session_id
         self.sub = sub
         self.timeout = timeout  # seconds a tool call may wait (None: as long as it takes)
+        self.in_host = in_host  # when to ask in the host's form (None: QBROKER_IN_HOST)
 
 
 async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path_session: str | None) -> Receive | None:
@@ -67,7 +76,7 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
         caller = await _authorize(broker, headers.get("authorization"), path_session)
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
-        caller.timeout = _timeout(scope["query_string"])
+        caller.timeout, caller.in_host = _query(scope["query_string"])
         body = await kit.read_body(
             receive, headers.get("content-length"), agent_api.MAX_BODY_BYTES, agent_api.TOO_LARGE
         )
@@ -78,6 +87,7 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
     except kit.ClientGone:
         return None
     scope[CALLER_KEY] = caller
+    scope[BODY_KEY] = body
     return _replay(body, receive)
 
 
@@ -96,16 +106,24 @@ async def _authorize(broker: Broker, header: str | None, path_session: str | Non
     return Caller(claims.sid, claims.sub)
 
 
-def _timeout(raw: bytes) -> float | None:
-    """``?timeout=SECONDS``, a plain number from 1 to ``MAX_TIMEOUT``; no query: None."""
+def _query(raw: bytes) -> tuple[float | None, str | None]:
+    """``?timeout=SECONDS`` (a plain number from 1 to ``MAX_TIMEOUT``) and ``?inHost=``
+    (one of ``IN_HOST_MODES``); each None when not given."""
     query = kit.parse_query(raw)
     if not query:
-        return None
-    kit.only(query, _TIMEOUT_ONLY)
-    text = query[0][1]
-    if not kit.is_number(text) or not 1 <= float(text) <= MAX_TIMEOUT:
-        raise invalid(f"timeout must be a number of seconds from 1 to {MAX_TIMEOUT}, got {text[:40]!r}")
-    return float(text)
+        return None, None
+    kit.only(query, _QUERY)
+    given = dict(query)
+    timeout = None
+    text = given.get("timeout")
+    if text is not None:
+        if not kit.is_number(text) or not 1 <= float(text) <= MAX_TIMEOUT:
+            raise invalid(f"timeout must be a number of seconds from 1 to {MAX_TIMEOUT}, got {text[:40]!r}")
+        timeout = float(text)
+    in_host = given.get("inHost")
+    if in_host is not None and in_host not in IN_HOST_MODES:
+        raise invalid(f"inHost must be one of {', '.join(IN_HOST_MODES)}, got {in_host[:40]!r}")
+    return timeout, in_host
 
 
 def _replay(body: bytes, receive: Receive) -> Receive:

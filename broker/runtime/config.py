@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from broker.core.host_form import IN_HOST_MODES
 from broker.core.push import DEFAULT_PUSH_SERVICES, PushService, parse_push_services
 
 
@@ -189,6 +190,9 @@ class Config:
     shutdown_grace: float = 10.0
     # The MCP endpoint's tool calls report progress this often while the person answers.
     mcp_progress_interval: float = 10.0
+    # When the MCP endpoint asks in the host's own form (docs/agents.md, "Answering in the
+    # host"): fallback (when no qbroker client has the session open), race, or off.
+    in_host: str = "fallback"
     log_level: str = "info"
     # auto: readable text when stderr is a terminal, JSON lines otherwise (broker/runtime/logs.py)
     log_format: str = "auto"
@@ -266,6 +270,7 @@ class Config:
             reconcile_interval=_float(e, "QBROKER_RECONCILE_INTERVAL", cls.reconcile_interval),
             shutdown_grace=_float(e, "QBROKER_SHUTDOWN_GRACE", cls.shutdown_grace),
             mcp_progress_interval=_float(e, "QBROKER_MCP_PROGRESS_INTERVAL", cls.mcp_progress_interval),
+            in_host=e.get("QBROKER_IN_HOST", cls.in_host).strip().lower(),
             log_level=e.get("QBROKER_LOG_LEVEL", cls.log_level).strip().lower(),
             log_format=_log_format(e),
             notify_config=Path(e["QBROKER_NOTIFY_CONFIG"]) if e.get("QBROKER_NOTIFY_CONFIG") else None,
@@ -310,6 +315,9 @@ class Config:
             if database and not database.isdigit():  # (redis-py would use database 0 instead)
                 raise SystemExit(f"qbroker: the Redis URL's database must be a number, got {database!r}")
         self._check_sentinels()
+        if self.in_host not in IN_HOST_MODES:
+            modes = ", ".join(IN_HOST_MODES)
+            raise SystemExit(f"qbroker: QBROKER_IN_HOST must be one of {modes}, got {self.in_host!r}")
         if self.log_level not in LOG_LEVELS:
             raise SystemExit(
                 f"qbroker: QBROKER_LOG_LEVEL must be one of {', '.join(LOG_LEVELS)}, got {self.log_level!r}"

@@ -19,7 +19,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from broker.core import frames, machine, repeats, results
+from broker.core import frames, host_form, machine, repeats, results
 from broker.core.actors import Actor
 from broker.core.errors import BrokerError, invalid
 from broker.core.events import started
@@ -41,6 +41,9 @@ if TYPE_CHECKING:
     from broker.notify.triggers import Notifier
 
 log = logging.getLogger("qbroker.service")
+
+# Writes one host form's reply may take: one per question, and the races lost on the way.
+MAX_HOST_WRITES = 64
 
 
 class Broker:
@@ -282,6 +285,67 @@ class Broker:
     async def wait_for_outcome(self, session_id: str, questionnaire_id: str, wait: float) -> tuple[int, dict[str, Any]]:
         """200 with the tool result as soon as there is an outcome; 202 when ``wait`` runs out."""
         return await self.waits.wait_for_outcome(session_id, questionnaire_id, wait)
+
+    # --- an MCP host's own form ------------------------------------------------------
+
+    async def session_open_in_a_client(self, session_id: str) -> bool:
+        """Whether a qbroker client has ``session_id`` open: connected now, on any process,
+        or gone less than the reconnect grace ago (it may be coming back), or an inbox
+        socket covering it."""
+        now = self.clock()
+        presence = await self.store.presence(session_id, now)
+        if presence.clients or (
+            presence.last_seen is not None and now < presence.last_seen + self.config.reconnect_grace
+        ):
+            return True
+        inbox_until = await self.store.inbox_until(session_id)
+        return inbox_until is not None and now < inbox_until
+
+    async def ask_in_host(self, session_id: str, questionnaire_id: str) -> Questionnaire:
+        """Mark the questionnaire as asked in a host's form (it is not closed for want of a
+        client while one asks it); its state then, which a form shows when in progress."""
+        for _ in range(MAX_HOST_WRITES):
+            state = await self.writer.load(session_id, questionnaire_id)
+            if state.status != "in_progress" or state.in_host_since is not None:
+                return state
+            try:
+                return await self.writer.update(session_id, questionnaire_id, machine.AskInHost(state.step), state)
+            except BrokerError as exc:
+                if exc.code != "stale_step":
+                    raise
+        raise BrokerError("conflict", f"questionnaire: {questionnaire_id} is changing too fast; try again")
+
+    async def answer_in_host(
+        self, session_id: str, questionnaire_id: str, reply: host_form.FormReply, by: Actor
+    ) -> Questionnaire:
+        """Apply a host form's accepted ``reply``, one command at a time, each by the same
+        compare-and-set as a client's, from the state as it is then: what a client gave
+        meanwhile stands, and nothing is applied twice. The host is then done with it."""
+        for _ in range(MAX_HOST_WRITES):
+            state = await self.writer.load(session_id, questionnaire_id)
+            command = host_form.next_command(state, reply)
+            if command is None:
+                break
+            try:
+                await self.writer.update(session_id, questionnaire_id, command, state, by=by)
+            except BrokerError as exc:
+                if exc.code != "stale_step":
+                    raise
+                log.info("host answer raced", extra={"session": session_id, "questionnaire": questionnaire_id})
+        return await self.leave_host(session_id, questionnaire_id)
+
+    async def leave_host(self, session_id: str, questionnaire_id: str) -> Questionnaire:
+        """The host's form is done with the questionnaire (answered, declined, dismissed):
+        from now on, the usual rules for clients decide whether it waits."""
+        state = await self.writer.load(session_id, questionnaire_id)
+        if state.in_host_since is None or state.is_terminal:
+            return state
+        try:
+            return await self.writer.update(session_id, questionnaire_id, machine.LeaveHost(), state)
+        except BrokerError as exc:
+            if exc.code != "questionnaire_closed":
+                raise
+            return await self.writer.load(session_id, questionnaire_id)
 
     # --- client side -----------------------------------------------------------------
 

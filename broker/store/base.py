@@ -273,6 +273,18 @@ class Store(abc.ABC):
         """Take ``name`` in ``session_id`` for ``ttl`` seconds: True for the one caller that
         took it, False for every other caller, on any process, until it expires."""
 
+    # --- notes ------------------------------------------------------------------------
+
+    @abc.abstractmethod
+    async def note(self, session_id: str, name: str, value: str | None, ttl: float) -> None:
+        """Keep the text ``value`` under ``name`` in ``session_id`` for ``ttl`` seconds, for
+        every process to read (None: forget it). What one broker leaves for another: the
+        form an MCP host was shown, which any broker may get the reply to."""
+
+    @abc.abstractmethod
+    async def noted(self, session_id: str, name: str) -> str | None:
+        """The text kept under ``name`` (None: none, or it expired)."""
+
     # --- revocations ------------------------------------------------------------------
 
     @abc.abstractmethod

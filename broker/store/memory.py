@@ -65,6 +65,7 @@ class _Session:
     swept_at: float = 0.0
     seq: int = 0  # successful writes so far
     claims: dict[str, float] = field(default_factory=dict)  # name -> expiry
+    notes: dict[str, tuple[str, float]] = field(default_factory=dict)  # name -> (text, expiry)
 
     def head(self) -> Questionnaire | None:
         for questionnaire_id in self.queue:
@@ -258,6 +259,21 @@ class MemoryStore(Store):
             return False
         claims[name] = now + ttl
         return True
+
+    async def note(self, session_id: str, name: str, value: str | None, ttl: float) -> None:
+        notes = self._sessions[session_id].notes
+        now = self._now()
+        for kept, (_, expiry) in list(notes.items()):  # (a handful per session: swept here)
+            if expiry <= now:
+                del notes[kept]
+        if value is None:
+            notes.pop(name, None)
+        else:
+            notes[name] = (value, now + ttl)
+
+    async def noted(self, session_id: str, name: str) -> str | None:
+        kept = self._sessions[session_id].notes.get(name)
+        return kept[0] if kept is not None and kept[1] > self._now() else None
 
     async def revoke(self, revocation: Revocation, now: float) -> None:
         kept = self._revocations.get(revocation.key)

@@ -27,6 +27,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Final
 
 from broker.core import tool
+from broker.core.host_form import IN_HOST_MODES
 from broker.core.schema import TOOL_INPUT_SCHEMA
 from broker.core.tool import SERVER_INSTRUCTIONS, TOOL_DESCRIPTION, TOOL_NAME, tool_json
 from clients.cli_args import add_client_wait, add_retries, add_url_and_session
@@ -46,19 +47,34 @@ def tool_definition() -> Any:
     return types.Tool.model_validate(tool.tool_listing())
 
 
-def build_server(client: Any) -> Any:
-    """The MCP server around an ``AsyncQBrokerClient`` (``client``)."""
+def build_server(client: Any, endpoint: str | None = None, token: str | None = None) -> Any:
+    """The MCP server around an ``AsyncQBrokerClient`` (``client``). ``endpoint``: the
+    broker's MCP endpoint URL, through which calls from a host that shows forms go (so the
+    broker may ask in the host's form; ``in_host.py``); None: never."""
     import mcp_types as types
     from mcp.server import Server
 
     from clients.agent.sdk import QBrokerError, QBrokerTimeout
+    from clients.mcp.in_host import call_through_endpoint, host_shows_forms
 
     async def list_tools(ctx: Any, params: Any) -> types.ListToolsResult:
         return types.ListToolsResult(tools=[tool_definition()])
 
-    async def call_tool(ctx: Any, params: types.CallToolRequestParams) -> types.CallToolResult:
+    async def call_tool(
+        ctx: Any, params: types.CallToolRequestParams
+    ) -> types.CallToolResult | types.InputRequiredResult:
         if params.name != TOOL_NAME:
             return types.CallToolResult.model_validate(tool.unknown_tool(params.name))
+        if endpoint is not None and host_shows_forms(ctx.session):
+            try:
+                return await call_through_endpoint(ctx, params, endpoint, token)
+            except Exception as exc:  # the endpoint unreachable, refusing the token, or gone mid-call
+                print(f"qbroker mcp: the broker's MCP endpoint failed: {exc!r}", file=sys.stderr)
+                return _tool_error(
+                    "questionnaire: the broker could not be reached or the call broke; call questionnaire again"
+                    " with exactly the same arguments (a repeated call re-attaches to an open questionnaire)",
+                    "ui_error",
+                )
         arguments = dict(params.arguments or {})
         progress = 0
 
@@ -147,6 +163,14 @@ try it by hand:
     add_client_wait(parser)
     add_retries(parser)
     parser.add_argument(
+        "--in-host",
+        choices=IN_HOST_MODES,
+        default=None,
+        help="when to put the questionnaire into the host's own form, for hosts that show forms"
+        " (fallback: when no qbroker client has the session open; race: as well; off: never;"
+        " default: the broker's QBROKER_IN_HOST)",
+    )
+    parser.add_argument(
         "--print-tool",
         action="store_true",
         help="print the tool definition (name, description, inputSchema) as JSON and exit; "
@@ -178,6 +202,8 @@ def run(args: argparse.Namespace) -> int:
     async def main() -> None:
         from mcp.server.stdio import stdio_server
 
+        from clients.mcp.in_host import endpoint_url
+
         async with AsyncQBrokerClient(
             args.url,
             args.session,
@@ -187,7 +213,10 @@ def run(args: argparse.Namespace) -> int:
             timeout=args.timeout,
             retries=args.retries,
         ) as client:
-            server = build_server(client)
+            endpoint = None
+            if args.in_host != "off":
+                endpoint = endpoint_url(args.url, args.session, args.timeout, args.in_host)
+            server = build_server(client, endpoint, token)
             async with stdio_server() as (read_stream, write_stream):
                 await server.run(read_stream, write_stream, server.create_initialization_options())
 

@@ -33,6 +33,7 @@ import pytest
 from clients.mcp.server import tool_json
 from tests.helpers.ansi_png import render_png
 from tests.helpers.clients import person
+from tests.helpers.docs import has_one_place, replace_block
 from tests.helpers.fake_model import Message, ScriptedModel, ToolCall, Turn, text_of
 from tests.helpers.pi import PI_PACKAGE, PiDialogs, PiHome, PiRun, PiTerminal, pi_modules
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, free_port, token
@@ -806,13 +807,8 @@ def render_transcript(events: list[dict[str, Any]], person: dict[int, list[str]]
 
 
 def write_transcript(transcript: str) -> None:
-    doc = DOCS_AGENTS.read_text(encoding="utf-8")
-    start, end = doc.index(TRANSCRIPT_START), doc.index(TRANSCRIPT_END)
-    block = f"{TRANSCRIPT_START}\n```text\n{transcript}```\n{TRANSCRIPT_END}"
-    DOCS_AGENTS.write_text(doc[:start] + block + doc[end + len(TRANSCRIPT_END) :], encoding="utf-8")
+    replace_block(DOCS_AGENTS, TRANSCRIPT_START, TRANSCRIPT_END, transcript)
 
 
 def test_docs_agents_md_has_a_place_for_the_transcript() -> None:
-    doc = DOCS_AGENTS.read_text(encoding="utf-8")
-    assert doc.count(TRANSCRIPT_START) == 1 and doc.count(TRANSCRIPT_END) == 1
-    assert doc.index(TRANSCRIPT_START) < doc.index(TRANSCRIPT_END)
+    assert has_one_place(DOCS_AGENTS, TRANSCRIPT_START, TRANSCRIPT_END)

@@ -14,7 +14,10 @@ the very file the postinstall would copy.
 folder, ``TMPDIR``, all under ``tmp``): nothing of the machine's own set-up is read or
 written. ``home.run(prompt, mcp_url, token)`` runs ``claude -p`` with the qbroker server
 configured by ``--mcp-config`` (``type: http``, the bearer token as a header) and only the
-questionnaire tool allowed, and returns its JSON result.
+questionnaire tool allowed, and returns its JSON result. ``home.answer_forms(replies)``
+installs an ``Elicitation`` hook (``tests/helpers/elicitation_hook.py``) that answers the
+forms the broker puts into Claude Code, one scripted reply per form (without a hook, print
+mode dismisses every form: ``cancel``); ``home.forms()`` are the forms it was given.
 """
 
 from __future__ import annotations
@@ -23,7 +26,9 @@ import asyncio
 import json
 import os
 import platform
+import shlex
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -37,6 +42,7 @@ SERVER: Final = "qbroker"
 # How Claude Code names an MCP server's tool for the model: mcp__<server>__<tool>.
 TOOL: Final = f"mcp__{SERVER}__questionnaire"
 RUN_TIMEOUT: Final = 120.0
+HOOK: Final = REPO_ROOT / "tests" / "helpers" / "elicitation_hook.py"
 
 _ARCHES: Final = {"x86_64": "x64", "amd64": "x64", "aarch64": "arm64", "arm64": "arm64"}
 
@@ -109,6 +115,28 @@ class ClaudeHome:
         folder = self.home / ".claude"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / "settings.json").write_text(json.dumps(settings, indent=2))
+
+    @property
+    def hook_folder(self) -> Path:
+        return self.tmp / "forms"
+
+    def answer_forms(self, replies: list[dict[str, Any]]) -> None:
+        """Answer the forms of the coming runs with ``replies``, in order (the hook's format)."""
+        self.hook_folder.mkdir(exist_ok=True)
+        (self.hook_folder / "replies.json").write_text(json.dumps(replies))
+        command = shlex.join([sys.executable, str(HOOK), str(self.hook_folder)])
+        self.settings({"hooks": {"Elicitation": [{"hooks": [{"type": "command", "command": command}]}]}})
+
+    def forms(self) -> list[dict[str, Any]]:
+        """What the hook was given for each form, in order (``requested_schema``, ``message``, ...)."""
+        path = self.hook_folder / "forms.jsonl"
+        if not path.exists():
+            return []
+        return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+    def go(self, name: str) -> None:
+        """Let a reply that waits for ``name`` (``waitFor``) go."""
+        (self.hook_folder / name).touch()
 
     @staticmethod
     def mcp_config(url: str, token: str) -> str:

@@ -9,6 +9,7 @@ from typing import Any, Final
 
 import httpx2
 from mcp import Client
+from mcp.client.session import ElicitationFnT
 from mcp.client.streamable_http import streamable_http_client
 
 from broker.core.tool import DETAILS_META_KEY
@@ -25,9 +26,13 @@ async def mcp_client(
     mode: str = "legacy",
     headers: dict[str, str] | None = None,
     statuses: list[int] | None = None,
+    elicitation: ElicitationFnT | None = None,
+    transport: httpx2.AsyncBaseTransport | None = None,
 ) -> AsyncIterator[Client]:
     """A connected ``mcp.Client`` for the endpoint at ``url`` (``.../mcp``); ``statuses``
-    collects the HTTP status of every response it gets."""
+    collects the HTTP status of every response it gets; ``elicitation`` answers the forms
+    the server asks (none: the client declares no elicitation); ``transport``: the HTTP
+    transport underneath (one that sends some requests elsewhere)."""
     sent = {"Authorization": f"Bearer {token}"} if token is not None else {}
     sent.update(headers or {})
 
@@ -37,9 +42,12 @@ async def mcp_client(
 
     async with (
         httpx2.AsyncClient(
-            headers=sent, timeout=httpx2.Timeout(30.0, read=300.0), event_hooks={"response": [record]}
+            headers=sent,
+            timeout=httpx2.Timeout(30.0, read=300.0),
+            event_hooks={"response": [record]},
+            transport=transport,
         ) as http,
-        Client(streamable_http_client(url, http_client=http), mode=mode) as client,
+        Client(streamable_http_client(url, http_client=http), mode=mode, elicitation_callback=elicitation) as client,
     ):
         yield client
 

@@ -13,16 +13,18 @@ from pathlib import Path
 from typing import Any
 
 import jsonschema
+import mcp_types as types
 import pytest
+from mcp import Client
 from mcp.client.session import ClientSession
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 from broker.core.schema import TOOL_INPUT_SCHEMA, trimmed_text_pattern
 from tests.helpers.clients import ScriptedClient
-from tests.helpers.mcp_sdk import details_of, text_of
+from tests.helpers.mcp_sdk import MODES, details_of, text_of
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
-from tests.helpers.samples import new_sid
-from tests.helpers.waiting import wait_until
+from tests.helpers.samples import multi, new_sid, single
+from tests.helpers.waiting import eventually, wait_until
 
 EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0
@@ -322,3 +324,89 @@ def test_a_host_that_closes_our_stdout_mid_call_ends_the_server_quietly(live: Br
     assert code == 0, text
     assert "Traceback" not in text and "ExceptionGroup" not in text, text
     assert "qbroker mcp: the host closed the connection" in text
+
+
+# --- in the host's own form (both protocol eras) ----------------------------------------
+
+
+@asynccontextmanager
+async def form_host(
+    live: BrokerProcess, sid: str, mode: str, elicitation: Any, *extra: str, sub: str | None = None
+) -> AsyncIterator[Client]:
+    """``qbroker mcp`` under the SDK's own client, as a host that shows forms (``elicitation``)
+    in the protocol era ``mode``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+    env["PYTHONPATH"] = str(REPO_ROOT)
+    agent = token(sid, "agent", sub=sub)
+    params = StdioServerParameters(
+        command=sys.executable,
+        args=["-m", "qbroker.cli", "mcp", "--url", live.url, "--session", sid, "--token", agent, *extra],
+        env=env,
+        cwd=str(REPO_ROOT),
+    )
+    with open(os.devnull, "w") as errlog:
+        async with Client(stdio_client(params, errlog=errlog), mode=mode, elicitation_callback=elicitation) as client:
+            yield client
+
+
+FORM_ARGUMENTS = {"action": "start", "questions": [single("target", ("staging", "production")), multi("checks")]}
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_host_that_shows_forms_gets_the_questionnaire_in_its_form(
+    live: BrokerProcess, sid: str, mode: str
+) -> None:
+    forms: list[Any] = []
+
+    async def answer(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        forms.append(params)
+        return types.ElicitResult(action="accept", content={"target": "production", "checks": ["e2e"]})
+
+    async with form_host(live, sid, mode, answer, sub="desk") as host:
+        result = await asyncio.wait_for(host.call_tool("questionnaire", FORM_ARGUMENTS), QUICK)
+    assert len(forms) == 1 and "title" not in forms[0].requested_schema
+    text = text_of(result)
+    assert text.startswith("QUESTIONNAIRE_COMPLETED") and "target: optionIds=[production]" in text
+    assert details_of(result)["answers"][1] == {"questionId": "checks", "selectedOptionIds": ["e2e"]}
+
+
+@pytest.fixture(scope="module")
+def waiting_broker() -> Iterator[BrokerProcess]:
+    """A broker whose questionnaires wait long enough for a client to connect after a form."""
+    with broker(client_wait=20) as process:
+        yield process
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_a_declined_form_leaves_it_to_a_client_that_connects_then(
+    waiting_broker: BrokerProcess, sid: str, mode: str
+) -> None:
+    forms: list[Any] = []
+
+    async def decline(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        forms.append(params)
+        return types.ElicitResult(action="decline")
+
+    async with form_host(waiting_broker, sid, mode, decline) as host:
+        call = asyncio.create_task(host.call_tool("questionnaire", FORM_ARGUMENTS))
+        await eventually(lambda: forms, "the form in the host")
+        async with person(waiting_broker, sid) as someone:
+            await someone.answer_all({"target": ["staging"], "checks": ["unit"]})
+        result = await asyncio.wait_for(call, QUICK)
+    assert len(forms) == 1 and "target: optionIds=[staging]" in text_of(result)
+
+
+@pytest.mark.parametrize("mode", MODES)
+async def test_with_in_host_off_the_host_is_never_asked(waiting_broker: BrokerProcess, sid: str, mode: str) -> None:
+    forms: list[Any] = []
+
+    async def accept(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        forms.append(params)
+        return types.ElicitResult(action="accept", content={"target": "production", "checks": ["e2e"]})
+
+    async with form_host(waiting_broker, sid, mode, accept, "--in-host", "off") as host:
+        call = asyncio.create_task(host.call_tool("questionnaire", FORM_ARGUMENTS))
+        async with person(waiting_broker, sid) as someone:
+            await someone.answer_all({"target": ["staging"], "checks": ["unit"]})
+        result = await asyncio.wait_for(call, QUICK)
+    assert not forms and "target: optionIds=[staging]" in text_of(result)

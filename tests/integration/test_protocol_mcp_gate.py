@@ -220,15 +220,18 @@ async def test_the_body_limit_is_not_read_before_the_token(gated: Deployment, ht
         ("timeout=0", "timeout must be"),
         ("timeout=soon", "timeout must be"),
         ("timeout=1&timeout=2", "more than once"),
+        ("inHost=always", "inHost must be one of fallback, race, off"),
+        ("inHost=race&inHost=off", "more than once"),
     ],
 )
-async def test_the_only_query_is_a_timeout_in_seconds(
+async def test_the_only_queries_are_a_timeout_in_seconds_and_in_host(
     gated: Deployment, http: httpx.AsyncClient, sid: str, query: str, says: str
 ) -> None:
     response = await post(http, f"{gated.agent_url}/mcp?{query}", bearer(token(sid, "agent")))
     assert says in refused(response, 400, "invalid_arguments")
-    ok = await post(http, f"{gated.agent_url}/mcp?timeout=600", bearer(token(sid, "agent")))
-    assert ok.status_code == 200
+    for good in ("timeout=600", "inHost=race", "inHost=off&timeout=60", "inHost=fallback"):
+        ok = await post(http, f"{gated.agent_url}/mcp?{good}", bearer(token(sid, "agent")))
+        assert ok.status_code == 200, good
 
 
 async def test_the_endpoint_is_stateless_no_mcp_session(gated: Deployment, http: httpx.AsyncClient, sid: str) -> None:

@@ -500,6 +500,27 @@ async def test_a_claim_can_be_taken_again_once_it_expired(store: Store) -> None:
     assert await eventually(lambda: store.claim(sid, "once", ttl=60), "the claim to expire", timeout=5)
 
 
+# --- notes ----------------------------------------------------------------------------
+
+
+async def test_a_note_is_read_by_anyone_until_forgotten_or_expired(store: Store) -> None:
+    sid = new_session()
+    assert await store.noted(sid, "mcp-form:a") is None
+    await store.note(sid, "mcp-form:a", "qb1.state", ttl=60)
+    assert await store.noted(sid, "mcp-form:a") == "qb1.state"
+    assert await store.noted(new_session(), "mcp-form:a") is None  # another session's
+    await store.note(sid, "mcp-form:a", "qb1.newer", ttl=60)
+    assert await store.noted(sid, "mcp-form:a") == "qb1.newer"
+    await store.note(sid, "mcp-form:a", None, ttl=0)
+    assert await store.noted(sid, "mcp-form:a") is None
+    await store.note(sid, "brief", "gone soon", ttl=0.05)
+    await eventually(lambda: _gone(store, sid, "brief"), "the note to expire", timeout=5)
+
+
+async def _gone(store: Store, sid: str, name: str) -> bool:
+    return await store.noted(sid, name) is None
+
+
 # --- notifications --------------------------------------------------------------------
 
 

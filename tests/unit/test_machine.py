@@ -752,6 +752,7 @@ def test_a_record_is_plain_data() -> None:
         "askedBy": None,
         "clientWait": None,
         "answeredBy": None,
+        "inHostSince": None,
     }
 
 
@@ -766,7 +767,9 @@ def test_an_answer_keeps_every_field_it_does_not_change() -> None:
     default in the sample, comes through as it was."""
     state = resume(clarify(draft(new_questionnaire(), "a")))  # a revision, a clarification, a draft
     # every kept field off its default
-    state = msgspec.structs.replace(state, cancellation_reason="aborted", asked_by="build-agent", client_wait=900.0)
+    state = msgspec.structs.replace(
+        state, cancellation_reason="aborted", asked_by="build-agent", client_wait=900.0, in_host_since=T0
+    )
     changed = {"answers", "draft", "status", "step", "version", "updated_at", "answered_by"}
     for f in msgspec.structs.fields(Questionnaire):
         if f.name not in changed and f.default is not msgspec.NODEFAULT:

@@ -14,6 +14,7 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:clients       zset  client id -> heartbeat expiry (Unix seconds)
     qb:{sid}:seen          string  last time the session had a client (Unix seconds)
     qb:{sid}:claim:<name>  string  a name taken once across brokers (SET NX with an expiry)
+    qb:{sid}:note:<name>   string  a text one broker leaves for the others (with an expiry)
     qb:{sid}:inbox         hash  open questionnaire id -> its inbox entry (broker/core/inbox.py)
     qb:{sid}:events        channel  a notice after every write (notices.py)
     qb:{sid}:outcomes      channel  the same notice again after a write that reached an outcome
@@ -89,6 +90,10 @@ def questionnaire_prefix(session_id: str) -> str:
 
 def claim_key(session_id: str, name: str) -> str:
     return prefix(session_id) + "claim:" + name
+
+
+def note_key(session_id: str, name: str) -> str:
+    return prefix(session_id) + "note:" + name
 
 
 def write_keys(session_id: str, questionnaire_id: str) -> list[str]:

@@ -49,6 +49,7 @@ from broker.store.redis.keys import (
     inbox_shard,
     inbox_shards,
     index_key,
+    note_key,
     prefix,
     presence_keys,
     questionnaire_prefix,
@@ -318,6 +319,20 @@ class RedisStore(Store):
         with reachable("claim"):
             taken = await self._commands.command("SET", claim_key(session_id, name), "1", "NX", "PX", ms(ttl))
         return taken is not None
+
+    async def note(self, session_id: str, name: str, value: str | None, ttl: float) -> None:
+        with reachable("note"):
+            if value is None:
+                await self._commands.command("DEL", note_key(session_id, name))
+            else:
+                await self._commands.command("SET", note_key(session_id, name), value, "PX", ms(ttl))
+
+    async def noted(self, session_id: str, name: str) -> str | None:
+        with reachable("noted"):
+            value = await self._commands.command("GET", note_key(session_id, name))
+        if value is None:
+            return None
+        return value.decode() if isinstance(value, bytes) else str(value)
 
     # --- revocations ----------------------------------------------------------------
 
