@@ -56,11 +56,17 @@ def codex_cli(modules: Path) -> Path:
     return modules / "@openai" / "codex" / "bin" / "codex.js"
 
 
-def unwrapped(output: str) -> str:
-    """The tool's own text in what Codex handed the model (its wall-time header removed)."""
+def tool_output(item: Json) -> str:
+    """The tool's own text in a ``function_call_output`` Codex sent the model, without the
+    wall-time header Codex puts first (a part of its own, or the string's first lines)."""
+    output = item["output"]
+    if isinstance(output, list):
+        texts = [str(part.get("text", "")) for part in output]
+        assert texts and WRAPPER.match(texts[0] + "\n"), f"not Codex's tool-output header: {texts[:1]!r}"
+        return "".join(texts[1:])
     match = WRAPPER.match(output)
-    assert match, f"not Codex's tool-output wrapper: {output[:200]!r}"
-    return output[match.end() :]
+    assert match, f"not Codex's tool-output header: {output[:200]!r}"
+    return str(output[match.end() :])
 
 
 def config_toml(model_url: str, mcp_url: str, token: str, token_from: Literal["header", "env"]) -> str:
