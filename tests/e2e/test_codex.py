@@ -10,6 +10,10 @@ receives is asserted on the model's side of the wire (``ScriptedResponses.tool_r
   model reads the result's text, the marker line and ``optionIds=[...]``, not JSON. And
   ``codex exec`` answers every MCP form ``decline`` by itself: the questionnaire goes on, and
   a qbroker client that connects then answers it.
+- ``codex app-server`` (JSON-RPC over stdio, a driver standing in for its UI), in both MCP
+  protocol eras Codex speaks, against two brokers on one Redis behind deploy/nginx.conf: a
+  person on the websocket answers; and the driver answers the broker's form in the host
+  (``mcpServer/elicitation/request``).
 
 docs/agents.md's Codex section shows the configuration these tests use (held equal here).
 """
@@ -17,10 +21,11 @@ docs/agents.md's Codex section shows the configuration these tests use (held equ
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import tomllib
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +33,10 @@ import pytest
 
 from clients.mcp.server import tool_json
 from tests.helpers.clients import person
-from tests.helpers.codex import NAMESPACE, CodexHome, codex_modules, config_toml, tool_output
+from tests.helpers.codex import NAMESPACE, AppServer, CodexHome, codex_modules, config_toml, tool_output
 from tests.helpers.fake_model import Message, ScriptedResponses, ToolCall, Turn
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.nginx import nginx
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, redis_server, token
 from tests.helpers.protocol import Agent, resume_for
 from tests.helpers.samples import new_sid
 from tests.helpers.waiting import eventually
@@ -40,6 +46,7 @@ PROMPT = "Ship the release: ask me where it goes and which checks must pass firs
 START: dict[str, Any] = json.loads((REPO_ROOT / "examples" / "deploy.json").read_text())
 ASKED = "Do the e2e tests run against production or staging?"
 EXPLAINED = "The e2e suite runs against staging before every production deploy; it never touches production."
+ERAS = [pytest.param((), id="2025-06-18"), pytest.param(("--enable", "mcp_2026_07_28"), id="2026-07-28")]
 
 
 def release_manager(items: list[Message]) -> Turn:
@@ -68,6 +75,23 @@ def live_broker() -> Iterator[BrokerProcess]:
     # A questionnaire nobody has open yet waits for a client (the decline test connects one late).
     with broker(client_wait=60) as process:
         yield process
+
+
+@pytest.fixture
+def two_brokers() -> Iterator[tuple[str, list[BrokerProcess]]]:
+    """Two brokers on one redis-server behind deploy/nginx.conf: nginx's address, the brokers."""
+    with redis_server() as redis, contextlib.ExitStack() as stack:
+        brokers = [stack.enter_context(broker(redis.url, client_wait=60)) for _ in range(2)]
+        yield stack.enter_context(nginx([b.port for b in brokers])), brokers
+
+
+@pytest.fixture
+async def app_servers() -> AsyncIterator[list[AppServer]]:
+    """Every app server a test starts, ended in teardown."""
+    started: list[AppServer] = []
+    yield started
+    for server in started:
+        await server.close()
 
 
 # --- the configuration ----------------------------------------------------------------
@@ -163,3 +187,40 @@ async def test_codex_exec_declines_every_form_and_a_client_that_connects_then_an
     received = [tool_output(item) for item in model.tool_results()]
     assert len(received) == 1, received
     assert received[0].splitlines()[2:4] == ["deploy_target: optionIds=[staging]", "checks: optionIds=[lint]"]
+
+
+# --- codex app-server -----------------------------------------------------------------
+
+
+@pytest.mark.redis
+@pytest.mark.parametrize("era", ERAS)
+async def test_codex_app_server_a_client_answers_through_two_brokers(
+    era: tuple[str, ...],
+    modules: Path,
+    tmp_path: Path,
+    two_brokers: tuple[str, list[BrokerProcess]],
+    app_servers: list[AppServer],
+) -> None:
+    """The person has the session open on one broker; nginx spreads Codex's MCP requests
+    over both. With a client open, the driver is never handed a form."""
+    lb, brokers = two_brokers
+    sid = new_sid("codex")
+    with ScriptedResponses(release_manager) as model:
+        home = CodexHome(tmp_path, model, f"http://{lb}/mcp", token(sid, "agent"), modules)
+        server = await home.app_server(*era)
+        app_servers.append(server)
+        thread = await server.start_thread()
+        async with person(brokers[1].ws_url, sid) as someone:
+            turn = asyncio.create_task(server.run_turn(thread, PROMPT))
+            closed = await someone.answer_all({"deploy_target": ["production"], "checks": ["unit", "e2e"]}, timeout=60)
+            ended = await turn
+    assert ended["status"] == "completed", server.summary()
+    assert model.errors == [] and server.server_requests == []
+    received = [tool_output(item) for item in model.tool_results()]
+    assert len(received) == 1, received
+    assert (
+        received[0].splitlines()[0] == f"QUESTIONNAIRE_COMPLETED questionnaireId={closed['questionnaireId']} revision=0"
+    )
+    assert received[0].splitlines()[2:4] == ["deploy_target: optionIds=[production]", "checks: optionIds=[unit, e2e]"]
+    calls = server.completed("mcpToolCall")
+    assert [(c["server"], c["tool"], c["status"]) for c in calls] == [("qbroker", "questionnaire", "completed")]
