@@ -10,10 +10,15 @@ receives is asserted on the model's side of the wire (``ScriptedResponses.tool_r
   model reads the result's text, the marker line and ``optionIds=[...]``, not JSON. And
   ``codex exec`` answers every MCP form ``decline`` by itself: the questionnaire goes on, and
   a qbroker client that connects then answers it.
-- ``codex app-server`` (JSON-RPC over stdio, a driver standing in for its UI), in both MCP
-  protocol eras Codex speaks, against two brokers on one Redis behind deploy/nginx.conf: a
-  person on the websocket answers; and the driver answers the broker's form in the host
-  (``mcpServer/elicitation/request``).
+- ``codex app-server`` (JSON-RPC over stdio, a driver standing in for its UI), against two
+  brokers on one Redis behind deploy/nginx.conf: a person on the websocket answers, in both
+  MCP protocol eras Codex speaks; the driver answers the broker's form in the host
+  (``mcpServer/elicitation/request``), the repeated call served by the other broker; a
+  dismissed form leaves the questionnaire to a client.
+
+The broker asks in the host in MCP 2026-07-28's multi round-trip pattern, so the form tests
+run Codex with ``--enable mcp_2026_07_28``; in its default era (2025-06-18) the broker asks
+no form on its HTTP endpoint.
 
 docs/agents.md's Codex section shows the configuration these tests use (held equal here).
 """
@@ -25,7 +30,7 @@ import contextlib
 import json
 import re
 import tomllib
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +51,8 @@ PROMPT = "Ship the release: ask me where it goes and which checks must pass firs
 START: dict[str, Any] = json.loads((REPO_ROOT / "examples" / "deploy.json").read_text())
 ASKED = "Do the e2e tests run against production or staging?"
 EXPLAINED = "The e2e suite runs against staging before every production deploy; it never touches production."
-ERAS = [pytest.param((), id="2025-06-18"), pytest.param(("--enable", "mcp_2026_07_28"), id="2026-07-28")]
+MCP_2026 = ("--enable", "mcp_2026_07_28")
+ERAS = [pytest.param((), id="2025-06-18"), pytest.param(MCP_2026, id="2026-07-28")]
 
 
 def release_manager(items: list[Message]) -> Turn:
@@ -98,7 +104,8 @@ async def app_servers() -> AsyncIterator[list[AppServer]]:
 
 
 def test_docs_agents_md_shows_the_configuration_the_tests_use() -> None:
-    """The Codex section's config.toml is the tests' ``[mcp_servers.qbroker]`` table."""
+    """The Codex section's config.toml is the tests': the ``[mcp_servers.qbroker]`` table (both
+    ways to give the token) and the ``[features]`` table that turns on MCP 2026-07-28."""
     doc = DOCS_AGENTS.read_text(encoding="utf-8")
     section = doc[doc.index("### Codex") :]
     section = section[: section.index("\n### ", 1)]
@@ -109,6 +116,8 @@ def test_docs_agents_md_shows_the_configuration_the_tests_use() -> None:
     for token_from in ("header", "env"):
         tested = tomllib.loads(config_toml("http://model", url, "<agent token>", token_from))["mcp_servers"]
         assert tested["qbroker"] in shown, f"docs/agents.md does not show {tested['qbroker']}"
+    features = tomllib.loads(config_toml("http://model", url, "t", "env", ("mcp_2026_07_28",)))["features"]
+    assert {"features": features} in [tomllib.loads(block) for block in blocks]
 
 
 # --- codex exec -----------------------------------------------------------------------
@@ -170,15 +179,21 @@ async def test_codex_exec_the_model_reads_the_result_text_through_a_clarificatio
 async def test_codex_exec_declines_every_form_and_a_client_that_connects_then_answers(
     modules: Path, live_broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    """Nobody has the session open, so the broker asks in the host; ``codex exec`` has nobody
-    to show a form to and declines it at once. The questionnaire goes on: a client that
+    """Nobody has the session open, so the broker asks in the host (Codex speaking MCP
+    2026-07-28, turned on in its config.toml); ``codex exec`` has nobody to show a form to and declines it at once. The questionnaire goes on: a client that
     connects later gets it and answers, and the model reads that client's answers."""
     sid = new_sid("codex")
     with ScriptedResponses(release_manager) as model:
-        home = CodexHome(tmp_path, model, f"{live_broker.url}/mcp", token(sid, "agent"), modules)
+        home = CodexHome(
+            tmp_path, model, f"{live_broker.url}/mcp", token(sid, "agent"), modules, features=("mcp_2026_07_28",)
+        )
         run = asyncio.create_task(home.exec(PROMPT))
 
-        await eventually(lambda: live_broker.logged("questionnaire started", session=sid), "the start", timeout=60)
+        def declined() -> int:
+            return live_broker.logged("the host withdrew", session=sid, action="decline")
+
+        await eventually(declined, "Codex's decline of the form", timeout=60)
+        assert live_broker.logged("asked in the host", session=sid) == 1
         async with person(live_broker.ws_url, sid) as someone:
             closed = await someone.answer_all({"deploy_target": ["staging"], "checks": ["lint"]}, timeout=30)
         done = await run
@@ -224,3 +239,125 @@ async def test_codex_app_server_a_client_answers_through_two_brokers(
     assert received[0].splitlines()[2:4] == ["deploy_target: optionIds=[production]", "checks: optionIds=[unit, e2e]"]
     calls = server.completed("mcpToolCall")
     assert [(c["server"], c["tool"], c["status"]) for c in calls] == [("qbroker", "questionnaire", "completed")]
+
+
+def option_ids(schema: dict[str, Any]) -> list[str]:
+    """The option ids of a form property: a single's ``oneOf`` or a multi's ``items.anyOf``."""
+    choices = schema.get("oneOf") or schema.get("items", {}).get("anyOf", [])
+    return [str(choice["const"]) for choice in choices]
+
+
+def free_text_property(form: dict[str, Any], label: str) -> str:
+    """The key of the optional string property whose title names ``label`` (the Other answer)."""
+    keys = [
+        key
+        for key, schema in form["properties"].items()
+        if schema.get("type") == "string" and "oneOf" not in schema and label in str(schema.get("title", ""))
+    ]
+    assert len(keys) == 1, (label, form["properties"])
+    return str(keys[0])
+
+
+ELICITATION = "mcpServer/elicitation/request"  # the app server asks its driver to show an MCP form
+
+
+async def driven(
+    home: CodexHome, app_servers: list[AppServer], form: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+) -> tuple[AppServer, str]:
+    """``codex app-server`` speaking MCP 2026-07-28, ``form`` answering its forms; a thread."""
+    server = await home.app_server(*MCP_2026)
+    app_servers.append(server)
+    server.handlers[ELICITATION] = form
+    return server, await server.start_thread()
+
+
+@pytest.mark.redis
+async def test_codex_app_server_a_driver_answers_the_form_and_the_other_broker_takes_it(
+    modules: Path,
+    tmp_path: Path,
+    two_brokers: tuple[str, list[BrokerProcess]],
+    app_servers: list[AppServer],
+) -> None:
+    """Nobody has the session open: the broker asks in the host (Codex speaking MCP
+    2026-07-28) and Codex hands the form to its driver. The broker that asked is killed
+    while the form is open; the driver answers it (the exact ids and an Other text), and
+    Codex's repeated call, through nginx, is served by the other broker."""
+    lb, brokers = two_brokers
+    sid = new_sid("codex")
+    forms: list[dict[str, Any]] = []
+    survivors: list[BrokerProcess] = []
+
+    async def person_in_codex(params: dict[str, Any]) -> dict[str, Any]:
+        forms.append(params)
+        asking = next(b for b in brokers if b.logged("asked in the host", session=sid))
+        survivors.extend(b for b in brokers if b is not asking)
+        await asyncio.to_thread(asking.kill)
+        other = free_text_property(params["requestedSchema"], "Pre-flight checks")
+        content = {"deploy_target": "production", "checks": ["unit", "e2e"], other: "Manual smoke test"}
+        return {"action": "accept", "content": content}
+
+    with ScriptedResponses(release_manager) as model:
+        home = CodexHome(tmp_path, model, f"http://{lb}/mcp", token(sid, "agent"), modules)
+        server, thread = await driven(home, app_servers, person_in_codex)
+        turn = await server.run_turn(thread, PROMPT)
+    assert turn["status"] == "completed", server.summary()
+    assert model.errors == []
+
+    # One form, in the host, for the questionnaire's questions (docs/protocol.md's shape).
+    assert len(forms) == 1, forms
+    form = forms[0]
+    assert (form["serverName"], form["mode"]) == ("qbroker", "form")
+    schema = form["requestedSchema"]
+    assert "title" not in schema  # Codex refuses a form with one
+    target, checks = schema["properties"]["deploy_target"], schema["properties"]["checks"]
+    assert (target["title"], target["description"]) == ("Target", START["questions"][0]["prompt"])
+    assert option_ids(target) == ["staging", "production"]
+    assert (checks["type"], checks["minItems"], checks["maxItems"]) == ("array", 1, 3)
+    assert option_ids(checks) == ["unit", "e2e", "lint"]
+
+    # What the model read: the completed marker, the exact ids and the Other text.
+    received = [tool_output(item) for item in model.tool_results()]
+    assert len(received) == 1, received
+    assert re.match(r"QUESTIONNAIRE_COMPLETED questionnaireId=\S+ revision=0\n", received[0]), received[0]
+    assert received[0].splitlines()[2:4] == [
+        "deploy_target: optionIds=[production]",
+        'checks: optionIds=[unit, e2e] other="Manual smoke test"',
+    ]
+    calls = server.completed("mcpToolCall")
+    assert [(c["server"], c["tool"], c["status"]) for c in calls] == [("qbroker", "questionnaire", "completed")]
+    assert [b.logged("host form answered", session=sid) for b in survivors] == [1]
+
+
+@pytest.mark.redis
+async def test_codex_app_server_a_dismissed_form_leaves_the_questionnaire_to_a_client(
+    modules: Path,
+    tmp_path: Path,
+    two_brokers: tuple[str, list[BrokerProcess]],
+    app_servers: list[AppServer],
+) -> None:
+    """The driver dismisses the form (``cancel``): the host withdraws, the questionnaire goes
+    on, and a qbroker client that connects then answers it."""
+    lb, brokers = two_brokers
+    sid = new_sid("codex")
+
+    async def dismissed(params: dict[str, Any]) -> dict[str, Any]:
+        return {"action": "cancel"}
+
+    with ScriptedResponses(release_manager) as model:
+        home = CodexHome(tmp_path, model, f"http://{lb}/mcp", token(sid, "agent"), modules)
+        server, thread = await driven(home, app_servers, dismissed)
+        turn = asyncio.create_task(server.run_turn(thread, PROMPT))
+
+        def withdrew() -> int:
+            return sum(b.logged("the host withdrew", session=sid, action="cancel") for b in brokers)
+
+        await eventually(withdrew, "the host's withdrawal", timeout=60)
+        async with person(brokers[0].ws_url, sid) as someone:
+            closed = await someone.answer_all({"deploy_target": ["staging"], "checks": ["lint"]}, timeout=30)
+        ended = await turn
+    assert ended["status"] == "completed", server.summary()
+    assert closed["status"] == "completed"
+    assert [r["method"] for r in server.server_requests] == [ELICITATION]
+    received = [tool_output(item) for item in model.tool_results()]
+    assert len(received) == 1, received
+    assert received[0].splitlines()[2:4] == ["deploy_target: optionIds=[staging]", "checks: optionIds=[lint]"]

@@ -69,9 +69,13 @@ def tool_output(item: Json) -> str:
     return str(output[match.end() :])
 
 
-def config_toml(model_url: str, mcp_url: str, token: str, token_from: Literal["header", "env"]) -> str:
+def config_toml(
+    model_url: str, mcp_url: str, token: str, token_from: Literal["header", "env"], features: tuple[str, ...] = ()
+) -> str:
     """Codex's config.toml: the scripted model as the provider, the broker as MCP server
-    ``qbroker``; the token written as a header, or read from ``QBROKER_TOKEN``."""
+    ``qbroker``; the token written as a header, or read from ``QBROKER_TOKEN``; ``features``
+    turned on (as ``--enable`` does)."""
+    turned_on = "".join(f"{feature} = true\n" for feature in features)
     auth = (
         f'http_headers = {{ Authorization = "Bearer {token}" }}'
         if token_from == "header"
@@ -92,7 +96,7 @@ url = "{mcp_url}"
 {auth}
 default_tools_approval_mode = "approve"
 tool_timeout_sec = 3600
-"""
+""" + (f"\n[features]\n{turned_on}" if features else "")
 
 
 @dataclass
@@ -103,11 +107,12 @@ class CodexHome:
     token: str
     modules: Path
     token_from: Literal["header", "env"] = "header"
+    features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for folder in ("codex", "home", "tmp", "work"):
             (self.tmp / folder).mkdir(parents=True, exist_ok=True)
-        config = config_toml(self.model.base_url, self.mcp_url, self.token, self.token_from)
+        config = config_toml(self.model.base_url, self.mcp_url, self.token, self.token_from, self.features)
         (self.codex_home / "config.toml").write_text(config)
 
     @property
