@@ -16,9 +16,10 @@ receives is asserted on the model's side of the wire (``ScriptedResponses.tool_r
   (``mcpServer/elicitation/request``), the repeated call served by the other broker; a
   dismissed form leaves the questionnaire to a client.
 
-The broker asks in the host in MCP 2026-07-28's multi round-trip pattern, so the form tests
-run Codex with ``--enable mcp_2026_07_28``; in its default era (2025-06-18) the broker asks
-no form on its HTTP endpoint.
+The broker's endpoint asks in the host in MCP 2026-07-28's multi round-trip pattern (Codex
+with ``--enable mcp_2026_07_28``); ``qbroker mcp``, which Codex may run instead, asks in both
+eras (in Codex's default, 2025-06-18, with ``elicitation/create`` on the call's stream), so
+the form tests run both ways.
 
 docs/agents.md's Codex section shows the configuration these tests use (held equal here).
 """
@@ -38,7 +39,17 @@ import pytest
 
 from clients.mcp.server import tool_json
 from tests.helpers.clients import person
-from tests.helpers.codex import NAMESPACE, AppServer, CodexHome, codex_modules, config_toml, tool_output
+from tests.helpers.codex import (
+    NAMESPACE,
+    AppServer,
+    CodexHome,
+    McpServer,
+    codex_modules,
+    config_toml,
+    over_http,
+    over_stdio,
+    tool_output,
+)
 from tests.helpers.fake_model import Message, ScriptedResponses, ToolCall, Turn
 from tests.helpers.nginx import nginx
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, redis_server, token
@@ -104,20 +115,33 @@ async def app_servers() -> AsyncIterator[list[AppServer]]:
 
 
 def test_docs_agents_md_shows_the_configuration_the_tests_use() -> None:
-    """The Codex section's config.toml is the tests': the ``[mcp_servers.qbroker]`` table (both
-    ways to give the token) and the ``[features]`` table that turns on MCP 2026-07-28."""
+    """The Codex section's config.toml is the tests': the ``[mcp_servers.qbroker]`` table
+    (the endpoint with the token as a header or from a variable; ``qbroker mcp``, there as the
+    installed command rather than this tree's) and the ``[features]`` table that turns on
+    MCP 2026-07-28."""
     doc = DOCS_AGENTS.read_text(encoding="utf-8")
     section = doc[doc.index("### Codex") :]
     section = section[: section.index("\n### ", 1)]
-    blocks = re.findall(r"```toml\n(.*?)```", section, re.S)
-    assert blocks, "no toml block in docs/agents.md's Codex section"
-    shown = [tomllib.loads(block)["mcp_servers"]["qbroker"] for block in blocks if "[mcp_servers.qbroker]" in block]
-    url = "https://qbroker.example.com/mcp"
-    for token_from in ("header", "env"):
-        tested = tomllib.loads(config_toml("http://model", url, "<agent token>", token_from))["mcp_servers"]
-        assert tested["qbroker"] in shown, f"docs/agents.md does not show {tested['qbroker']}"
-    features = tomllib.loads(config_toml("http://model", url, "t", "env", ("mcp_2026_07_28",)))["features"]
-    assert {"features": features} in [tomllib.loads(block) for block in blocks]
+    shown = [tomllib.loads(block) for block in re.findall(r"```toml\n(.*?)```", section, re.S)]
+    assert shown, "no toml block in docs/agents.md's Codex section"
+
+    def config(server: McpServer, features: tuple[str, ...] = ()) -> dict[str, Any]:
+        return tomllib.loads(config_toml("http://model", server, features))
+
+    def table(server: McpServer) -> dict[str, Any]:
+        return {"mcp_servers": config(server)["mcp_servers"]}
+
+    url = "https://qbroker.example.com"
+    stdio = table(over_stdio(url, "demo", "t"))
+    stdio["mcp_servers"]["qbroker"] |= {"command": "qbroker", "args": ["mcp"]}
+    del stdio["mcp_servers"]["qbroker"]["env"]["PYTHONPATH"]
+    for tested in (
+        table(over_http(f"{url}/mcp", "<agent token>")),
+        table(over_http(f"{url}/mcp", "<agent token>", token_from="env")),
+        stdio,
+        {"features": config(over_http(url, "t"), ("mcp_2026_07_28",))["features"]},
+    ):
+        assert tested in shown, f"docs/agents.md's Codex section does not show {tested}"
 
 
 # --- codex exec -----------------------------------------------------------------------
@@ -128,7 +152,9 @@ async def test_codex_exec_the_model_reads_the_result_text_through_a_clarificatio
 ) -> None:
     sid = new_sid("codex")
     with ScriptedResponses(release_manager) as model:
-        home = CodexHome(tmp_path, model, f"{live_broker.url}/mcp", token(sid, "agent"), modules, token_from="env")
+        home = CodexHome(
+            tmp_path, model, over_http(f"{live_broker.url}/mcp", token(sid, "agent"), token_from="env"), modules
+        )
         async with person(live_broker.ws_url, sid) as someone:
             run = asyncio.create_task(home.exec(PROMPT))
             first = await someone.wait_for("question", timeout=60)  # codex's start-up included
@@ -185,7 +211,11 @@ async def test_codex_exec_declines_every_form_and_a_client_that_connects_then_an
     sid = new_sid("codex")
     with ScriptedResponses(release_manager) as model:
         home = CodexHome(
-            tmp_path, model, f"{live_broker.url}/mcp", token(sid, "agent"), modules, features=("mcp_2026_07_28",)
+            tmp_path,
+            model,
+            over_http(f"{live_broker.url}/mcp", token(sid, "agent")),
+            modules,
+            features=("mcp_2026_07_28",),
         )
         run = asyncio.create_task(home.exec(PROMPT))
 
@@ -207,6 +237,42 @@ async def test_codex_exec_declines_every_form_and_a_client_that_connects_then_an
 # --- codex app-server -----------------------------------------------------------------
 
 
+ELICITATION = "mcpServer/elicitation/request"  # the app server asks its driver to show an MCP form
+
+
+async def driven(
+    home: CodexHome,
+    app_servers: list[AppServer],
+    form: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]] | None,
+    era: tuple[str, ...] = MCP_2026,
+) -> tuple[AppServer, str]:
+    """``codex app-server`` speaking ``era``, ``form`` answering its forms (none: a form is
+    answered with an error); a thread whose MCP server is up."""
+    server = await home.app_server(*era)
+    app_servers.append(server)
+    if form is not None:
+        server.handlers[ELICITATION] = form
+    thread = await server.start_thread()
+    await server.mcp_ready(thread)
+    return server, thread
+
+
+def reaching(way: str, lb: str, sid: str) -> McpServer:
+    """The broker behind nginx at ``lb``: its endpoint, or ``qbroker mcp`` bridging to it."""
+    if way == "http":
+        return over_http(f"http://{lb}/mcp", token(sid, "agent"))
+    return over_stdio(f"http://{lb}", sid, token(sid, "agent"))
+
+
+# The broker asks in the host on its endpoint in MCP 2026-07-28; `qbroker mcp` asks an older
+# host (Codex's default) with elicitation/create on the call's own stream, and bridges to it.
+FORM_WAYS = [
+    pytest.param("http", MCP_2026, id="endpoint-2026-07-28"),
+    pytest.param("stdio", (), id="qbroker-mcp-2025-06-18"),
+    pytest.param("stdio", MCP_2026, id="qbroker-mcp-2026-07-28"),
+]
+
+
 @pytest.mark.redis
 @pytest.mark.parametrize("era", ERAS)
 async def test_codex_app_server_a_client_answers_through_two_brokers(
@@ -221,10 +287,8 @@ async def test_codex_app_server_a_client_answers_through_two_brokers(
     lb, brokers = two_brokers
     sid = new_sid("codex")
     with ScriptedResponses(release_manager) as model:
-        home = CodexHome(tmp_path, model, f"http://{lb}/mcp", token(sid, "agent"), modules)
-        server = await home.app_server(*era)
-        app_servers.append(server)
-        thread = await server.start_thread()
+        home = CodexHome(tmp_path, model, over_http(f"http://{lb}/mcp", token(sid, "agent")), modules)
+        server, thread = await driven(home, app_servers, None, era)
         async with person(brokers[1].ws_url, sid) as someone:
             turn = asyncio.create_task(server.run_turn(thread, PROMPT))
             closed = await someone.answer_all({"deploy_target": ["production"], "checks": ["unit", "e2e"]}, timeout=60)
@@ -258,30 +322,20 @@ def free_text_property(form: dict[str, Any], label: str) -> str:
     return str(keys[0])
 
 
-ELICITATION = "mcpServer/elicitation/request"  # the app server asks its driver to show an MCP form
-
-
-async def driven(
-    home: CodexHome, app_servers: list[AppServer], form: Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
-) -> tuple[AppServer, str]:
-    """``codex app-server`` speaking MCP 2026-07-28, ``form`` answering its forms; a thread."""
-    server = await home.app_server(*MCP_2026)
-    app_servers.append(server)
-    server.handlers[ELICITATION] = form
-    return server, await server.start_thread()
-
-
 @pytest.mark.redis
+@pytest.mark.parametrize(("way", "era"), FORM_WAYS)
 async def test_codex_app_server_a_driver_answers_the_form_and_the_other_broker_takes_it(
+    way: str,
+    era: tuple[str, ...],
     modules: Path,
     tmp_path: Path,
     two_brokers: tuple[str, list[BrokerProcess]],
     app_servers: list[AppServer],
 ) -> None:
-    """Nobody has the session open: the broker asks in the host (Codex speaking MCP
-    2026-07-28) and Codex hands the form to its driver. The broker that asked is killed
-    while the form is open; the driver answers it (the exact ids and an Other text), and
-    Codex's repeated call, through nginx, is served by the other broker."""
+    """Nobody has the session open: the broker asks in the host and Codex hands the form to
+    its driver. The broker that asked is killed while the form is open; the driver answers it
+    (the exact ids and an Other text), and the repeated call (Codex's, or ``qbroker mcp``'s
+    for it) is served through nginx by the other broker."""
     lb, brokers = two_brokers
     sid = new_sid("codex")
     forms: list[dict[str, Any]] = []
@@ -297,10 +351,10 @@ async def test_codex_app_server_a_driver_answers_the_form_and_the_other_broker_t
         return {"action": "accept", "content": content}
 
     with ScriptedResponses(release_manager) as model:
-        home = CodexHome(tmp_path, model, f"http://{lb}/mcp", token(sid, "agent"), modules)
-        server, thread = await driven(home, app_servers, person_in_codex)
+        home = CodexHome(tmp_path, model, reaching(way, lb, sid), modules)
+        server, thread = await driven(home, app_servers, person_in_codex, era)
         turn = await server.run_turn(thread, PROMPT)
-    assert turn["status"] == "completed", server.summary()
+    assert turn["status"] == "completed", (server.summary(), model.errors)
     assert model.errors == []
 
     # One form, in the host, for the questionnaire's questions (docs/protocol.md's shape).
@@ -344,7 +398,7 @@ async def test_codex_app_server_a_dismissed_form_leaves_the_questionnaire_to_a_c
         return {"action": "cancel"}
 
     with ScriptedResponses(release_manager) as model:
-        home = CodexHome(tmp_path, model, f"http://{lb}/mcp", token(sid, "agent"), modules)
+        home = CodexHome(tmp_path, model, over_http(f"http://{lb}/mcp", token(sid, "agent")), modules)
         server, thread = await driven(home, app_servers, dismissed)
         turn = asyncio.create_task(server.run_turn(thread, PROMPT))
 

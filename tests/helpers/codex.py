@@ -3,15 +3,16 @@ tests/tools/codex/package-lock.json pins (cached, ``tests.helpers.npm``), offlin
 scripted Responses API (``tests.helpers.fake_model.ScriptedResponses``), with a broker's MCP endpoint as
 its one MCP server.
 
-``CodexHome(tmp, model, mcp_url, token)`` is a throwaway Codex world: ``CODEX_HOME`` (its
+``CodexHome(tmp, model, server, modules)`` is a throwaway Codex world: ``CODEX_HOME`` (its
 ``config.toml`` names the scripted model as a ``wire_api = "responses"`` provider and the
-broker as MCP server ``qbroker``), ``HOME`` and ``TMPDIR``, all under ``tmp``, so nothing of the
-machine's own Codex set-up is read or written. Codex's plugins are disabled: the only thing it
+broker as MCP server ``qbroker``: its endpoint, ``over_http``, or ``qbroker mcp``,
+``over_stdio``), ``HOME`` and ``TMPDIR``, all under ``tmp``, so nothing of the machine's own
+Codex set-up is read or written. Codex's plugins are disabled: the only thing it
 reaches is the scripted model and the broker.
 
 ``home.exec(prompt)`` runs ``codex exec --json`` to its end and returns its JSON events.
 ``home.app_server(*flags)`` starts ``codex app-server`` (JSON-RPC over stdio) under an
-``AppServer`` driver: ``request`` a method, ``start_turn`` a prompt, answer the server's own
+``AppServer`` driver: ``request`` a method, ``start_thread``, ``run_turn`` on a prompt, answer the server's own
 requests with a handler (``mcpServer/elicitation/request``: the MCP form), ``wait_for`` a
 notification. Every process is started in a session of its own and killed with its group.
 """
@@ -25,6 +26,7 @@ import os
 import re
 import signal
 import subprocess
+import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -69,18 +71,40 @@ def tool_output(item: Json) -> str:
     return str(output[match.end() :])
 
 
-def config_toml(
-    model_url: str, mcp_url: str, token: str, token_from: Literal["header", "env"], features: tuple[str, ...] = ()
-) -> str:
+@dataclass(frozen=True)
+class McpServer:
+    """How Codex reaches the broker: the lines of its ``[mcp_servers.qbroker]`` table, and
+    the environment Codex needs for them (a token it reads from a variable)."""
+
+    lines: str
+    env: dict[str, str] = field(default_factory=dict)
+
+
+# Every way of reaching the broker ends its table so: the tool called without asking, and a
+# call allowed to wait as long as the person takes.
+CALLS = 'default_tools_approval_mode = "approve"\ntool_timeout_sec = 3600\n'
+
+
+def over_http(url: str, token: str, *, token_from: Literal["header", "env"] = "header") -> McpServer:
+    """The broker's own MCP endpoint ``url``; the token written as a header, or read from
+    ``QBROKER_TOKEN``."""
+    if token_from == "header":
+        return McpServer(f'url = "{url}"\nhttp_headers = {{ Authorization = "Bearer {token}" }}\n{CALLS}')
+    return McpServer(f'url = "{url}"\nbearer_token_env_var = "QBROKER_TOKEN"\n{CALLS}', {"QBROKER_TOKEN": token})
+
+
+def over_stdio(broker_url: str, session: str, token: str) -> McpServer:
+    """``qbroker mcp`` (this tree's, under this Python) as a command Codex starts, bridging to
+    the broker at ``broker_url``; the token passed on from Codex's own environment."""
+    env = f'{{ QBROKER_URL = "{broker_url}", QBROKER_SESSION = "{session}", PYTHONPATH = "{REPO_ROOT}" }}'
+    command = f'command = "{sys.executable}"\nargs = ["-m", "qbroker.cli", "mcp"]\n'
+    return McpServer(f'{command}env = {env}\nenv_vars = ["QBROKER_TOKEN"]\n{CALLS}', {"QBROKER_TOKEN": token})
+
+
+def config_toml(model_url: str, server: McpServer, features: tuple[str, ...] = ()) -> str:
     """Codex's config.toml: the scripted model as the provider, the broker as MCP server
-    ``qbroker``; the token written as a header, or read from ``QBROKER_TOKEN``; ``features``
-    turned on (as ``--enable`` does)."""
+    ``qbroker``, ``features`` turned on (as ``--enable`` does)."""
     turned_on = "".join(f"{feature} = true\n" for feature in features)
-    auth = (
-        f'http_headers = {{ Authorization = "Bearer {token}" }}'
-        if token_from == "header"
-        else 'bearer_token_env_var = "QBROKER_TOKEN"'
-    )
     return f"""\
 model = "{PROVIDER}"
 model_provider = "{PROVIDER}"
@@ -92,28 +116,21 @@ wire_api = "responses"
 env_key = "SCRIPTED_MODEL_KEY"
 
 [mcp_servers.{SERVER}]
-url = "{mcp_url}"
-{auth}
-default_tools_approval_mode = "approve"
-tool_timeout_sec = 3600
-""" + (f"\n[features]\n{turned_on}" if features else "")
+{server.lines}""" + (f"\n[features]\n{turned_on}" if features else "")
 
 
 @dataclass
 class CodexHome:
     tmp: Path
     model: ScriptedResponses
-    mcp_url: str
-    token: str
+    server: McpServer
     modules: Path
-    token_from: Literal["header", "env"] = "header"
     features: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         for folder in ("codex", "home", "tmp", "work"):
             (self.tmp / folder).mkdir(parents=True, exist_ok=True)
-        config = config_toml(self.model.base_url, self.mcp_url, self.token, self.token_from, self.features)
-        (self.codex_home / "config.toml").write_text(config)
+        (self.codex_home / "config.toml").write_text(config_toml(self.model.base_url, self.server, self.features))
 
     @property
     def codex_home(self) -> Path:
@@ -122,10 +139,6 @@ class CodexHome:
     @property
     def cwd(self) -> Path:
         return self.tmp / "work"
-
-    @property
-    def config(self) -> str:
-        return (self.codex_home / "config.toml").read_text()
 
     def env(self) -> dict[str, str]:
         """Codex's environment: nothing of the machine's but ``PATH``."""
@@ -138,9 +151,7 @@ class CodexHome:
             "LANG": "C.UTF-8",
             "NO_COLOR": "1",
         }
-        if self.token_from == "env":
-            env["QBROKER_TOKEN"] = self.token
-        return env
+        return env | self.server.env
 
     def command(self, *args: str) -> list[str]:
         return ["node", str(codex_cli(self.modules)), *args]
@@ -218,6 +229,7 @@ class AppServer:
     reader: asyncio.Task[None] | None = None
     stderr: str = ""
     _pending: dict[int, asyncio.Future[Json]] = field(default_factory=dict)
+    _answering: set[asyncio.Task[None]] = field(default_factory=set)  # handlers at work (held: tasks are weak)
     _next_id: int = 0
     _arrived: asyncio.Event = field(default_factory=asyncio.Event)
 
@@ -254,7 +266,8 @@ class AppServer:
                     future.set_result(message)
             elif "id" in message:  # a request of the server's: a handler answers it
                 self.server_requests.append(message)
-                asyncio.get_running_loop().create_task(self._answer(message))
+                self._answering.add(task := asyncio.get_running_loop().create_task(self._answer(message)))
+                task.add_done_callback(self._answering.discard)
             else:
                 self.notifications.append(message)
             self._arrived.set()
@@ -274,6 +287,16 @@ class AppServer:
         defaults = {"cwd": str(self.cwd), "approvalPolicy": "on-request", "sandbox": "read-only", "ephemeral": True}
         result = await self.request("thread/start", {**defaults, **params})
         return str(result["thread"]["id"])
+
+    async def mcp_ready(self, thread: str, timeout: float = 60.0) -> None:
+        """Wait until the thread's MCP server ``qbroker`` is up: a turn started before has no
+        tool of it to offer the model (a command server takes a moment to start)."""
+        await self.wait_for(
+            "mcpServer/startupStatus/updated",
+            lambda p: (p["threadId"], p["name"], p["status"]) == (thread, SERVER, "ready"),
+            what="MCP server qbroker ready",
+            timeout=timeout,
+        )
 
     async def run_turn(self, thread: str, prompt: str, timeout: float = 120.0) -> Json:
         """Start a turn on ``prompt`` and wait for its ``turn/completed``; the turn."""
@@ -324,4 +347,5 @@ class AppServer:
 
     def summary(self) -> str:
         methods = ", ".join(str(m.get("method")) for m in self.notifications[-40:])
-        return f"notifications: {methods}\nstderr: {self.stderr[-3000:]}"
+        errors = [json.dumps(m["params"])[:600] for m in self.notifications if m["method"] == "error"]
+        return f"notifications: {methods}\nerrors: {errors}\nstderr: {self.stderr[-3000:]}"
