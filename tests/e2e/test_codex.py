@@ -16,10 +16,9 @@ receives is asserted on the model's side of the wire (``ScriptedResponses.tool_r
   (``mcpServer/elicitation/request``), the repeated call served by the other broker; a
   dismissed form leaves the questionnaire to a client.
 
-The broker's endpoint asks in the host in MCP 2026-07-28's multi round-trip pattern (Codex
-with ``--enable mcp_2026_07_28``); ``qbroker mcp``, which Codex may run instead, asks in both
-eras (in Codex's default, 2025-06-18, with ``elicitation/create`` on the call's stream), so
-the form tests run both ways.
+The form tests run Codex in both MCP eras it speaks (2025-06-18, its default: the form on
+the call's own stream; ``--enable mcp_2026_07_28``: the multi round-trip pattern), against
+the broker's endpoint and through ``qbroker mcp``, which Codex may run instead.
 
 docs/agents.md's Codex section shows the configuration these tests use (held equal here).
 """
@@ -202,21 +201,20 @@ async def test_codex_exec_the_model_reads_the_result_text_through_a_clarificatio
     }
 
 
+@pytest.mark.parametrize(
+    "features", [pytest.param((), id="2025-06-18"), pytest.param(("mcp_2026_07_28",), id="2026-07-28")]
+)
 async def test_codex_exec_declines_every_form_and_a_client_that_connects_then_answers(
-    modules: Path, live_broker: BrokerProcess, tmp_path: Path
+    features: tuple[str, ...], modules: Path, live_broker: BrokerProcess, tmp_path: Path
 ) -> None:
-    """Nobody has the session open, so the broker asks in the host (Codex speaking MCP
-    2026-07-28, turned on in its config.toml); ``codex exec`` has nobody to show a form to and declines it at once. The questionnaire goes on: a client that
-    connects later gets it and answers, and the model reads that client's answers."""
+    """Nobody has the session open, so the broker asks in the host (in either era: MCP
+    2026-07-28 turned on in Codex's config.toml, or not); ``codex exec`` has nobody to show a
+    form to and declines it at once. The questionnaire goes on: a client that connects later
+    gets it and answers, and the model reads that client's answers."""
     sid = new_sid("codex")
     with ScriptedResponses(release_manager) as model:
-        home = CodexHome(
-            tmp_path,
-            model,
-            over_http(f"{live_broker.url}/mcp", token(sid, "agent")),
-            modules,
-            features=("mcp_2026_07_28",),
-        )
+        server = over_http(f"{live_broker.url}/mcp", token(sid, "agent"))
+        home = CodexHome(tmp_path, model, server, modules, features=features)
         run = asyncio.create_task(home.exec(PROMPT))
 
         def declined() -> int:
@@ -224,6 +222,8 @@ async def test_codex_exec_declines_every_form_and_a_client_that_connects_then_an
 
         await eventually(declined, "Codex's decline of the form", timeout=60)
         assert live_broker.logged("asked in the host", session=sid) == 1
+        # (the era it spoke: an older host opens an MCP session)
+        assert bool(live_broker.logged("mcp session opened", session=sid)) == (features == ())
         async with person(live_broker.ws_url, sid) as someone:
             closed = await someone.answer_all({"deploy_target": ["staging"], "checks": ["lint"]}, timeout=30)
         done = await run
@@ -264,12 +264,14 @@ def reaching(way: str, lb: str, sid: str) -> McpServer:
     return over_stdio(f"http://{lb}", sid, token(sid, "agent"))
 
 
-# The broker asks in the host on its endpoint in MCP 2026-07-28; `qbroker mcp` asks an older
-# host (Codex's default) with elicitation/create on the call's own stream, and bridges to it.
+# Every way Codex reaches the brokers, in each era. On the endpoint, an older host's form goes
+# on the call's own stream, which the asking broker holds to the end (it is not killed then);
+# a 2026-07-28 host repeats the call, and `qbroker mcp` repeats it for Codex, on any broker.
 FORM_WAYS = [
-    pytest.param("http", MCP_2026, id="endpoint-2026-07-28"),
-    pytest.param("stdio", (), id="qbroker-mcp-2025-06-18"),
-    pytest.param("stdio", MCP_2026, id="qbroker-mcp-2026-07-28"),
+    pytest.param("http", (), False, id="endpoint-2025-06-18"),
+    pytest.param("http", MCP_2026, True, id="endpoint-2026-07-28"),
+    pytest.param("stdio", (), True, id="qbroker-mcp-2025-06-18"),
+    pytest.param("stdio", MCP_2026, True, id="qbroker-mcp-2026-07-28"),
 ]
 
 
@@ -323,29 +325,31 @@ def free_text_property(form: dict[str, Any], label: str) -> str:
 
 
 @pytest.mark.redis
-@pytest.mark.parametrize(("way", "era"), FORM_WAYS)
-async def test_codex_app_server_a_driver_answers_the_form_and_the_other_broker_takes_it(
+@pytest.mark.parametrize(("way", "era", "kill_the_asker"), FORM_WAYS)
+async def test_codex_app_server_a_driver_answers_the_form_through_two_brokers(
     way: str,
     era: tuple[str, ...],
+    kill_the_asker: bool,
     modules: Path,
     tmp_path: Path,
     two_brokers: tuple[str, list[BrokerProcess]],
     app_servers: list[AppServer],
 ) -> None:
     """Nobody has the session open: the broker asks in the host and Codex hands the form to
-    its driver. The broker that asked is killed while the form is open; the driver answers it
-    (the exact ids and an Other text), and the repeated call (Codex's, or ``qbroker mcp``'s
-    for it) is served through nginx by the other broker."""
+    its driver, which answers it (the exact ids and an Other text). Where the call is repeated
+    with the answer, the broker that asked is killed while the form is open, and the repeated
+    call (Codex's, or ``qbroker mcp``'s for it) is served through nginx by the other broker."""
     lb, brokers = two_brokers
     sid = new_sid("codex")
     forms: list[dict[str, Any]] = []
-    survivors: list[BrokerProcess] = []
+    survivors = list(brokers)
 
     async def person_in_codex(params: dict[str, Any]) -> dict[str, Any]:
         forms.append(params)
-        asking = next(b for b in brokers if b.logged("asked in the host", session=sid))
-        survivors.extend(b for b in brokers if b is not asking)
-        await asyncio.to_thread(asking.kill)
+        if kill_the_asker:
+            asking = next(b for b in brokers if b.logged("asked in the host", session=sid))
+            survivors.remove(asking)
+            await asyncio.to_thread(asking.kill)
         other = free_text_property(params["requestedSchema"], "Pre-flight checks")
         content = {"deploy_target": "production", "checks": ["unit", "e2e"], other: "Manual smoke test"}
         return {"action": "accept", "content": content}
@@ -379,7 +383,10 @@ async def test_codex_app_server_a_driver_answers_the_form_and_the_other_broker_t
     ]
     calls = server.completed("mcpToolCall")
     assert [(c["server"], c["tool"], c["status"]) for c in calls] == [("qbroker", "questionnaire", "completed")]
-    assert [b.logged("host form answered", session=sid) for b in survivors] == [1]
+    assert sum(b.logged("host form answered", session=sid) for b in survivors) == 1
+    # The era Codex spoke to the endpoint: an older host opens an MCP session there.
+    opened = sum(b.logged("mcp session opened", session=sid) for b in survivors)
+    assert bool(opened) == (way == "http" and era == ()), opened
 
 
 @pytest.mark.redis
