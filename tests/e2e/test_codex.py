@@ -390,7 +390,9 @@ async def test_codex_app_server_a_driver_answers_the_form_through_two_brokers(
 
 
 @pytest.mark.redis
+@pytest.mark.parametrize("era", ERAS)
 async def test_codex_app_server_a_dismissed_form_leaves_the_questionnaire_to_a_client(
+    era: tuple[str, ...],
     modules: Path,
     tmp_path: Path,
     two_brokers: tuple[str, list[BrokerProcess]],
@@ -406,7 +408,7 @@ async def test_codex_app_server_a_dismissed_form_leaves_the_questionnaire_to_a_c
 
     with ScriptedResponses(release_manager) as model:
         home = CodexHome(tmp_path, model, over_http(f"http://{lb}/mcp", token(sid, "agent")), modules)
-        server, thread = await driven(home, app_servers, dismissed)
+        server, thread = await driven(home, app_servers, dismissed, era)
         turn = asyncio.create_task(server.run_turn(thread, PROMPT))
 
         def withdrew() -> int:
