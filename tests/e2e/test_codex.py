@@ -1,6 +1,6 @@
 """End-to-end: the Codex CLI (the real ``codex`` from npm, at tests/tools/codex's lockfile)
-with the broker's MCP endpoint as its MCP server, a scripted model behind a Responses API,
-and live brokers.
+with the broker as its MCP server (the broker's endpoint, or ``qbroker mcp``), a scripted
+model behind a Responses API, and live brokers.
 
 The model's turns are scripted, but read what Codex sends: the resume copies the id and
 revision out of the tool result the model received, as a real model would. What the model
