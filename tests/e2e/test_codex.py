@@ -14,7 +14,8 @@ receives is asserted on the model's side of the wire (``ScriptedResponses.tool_r
   brokers on one Redis behind deploy/nginx.conf: a person on the websocket answers, in both
   MCP protocol eras Codex speaks; the driver answers the broker's form in the host
   (``mcpServer/elicitation/request``), the repeated call served by the other broker; a
-  dismissed form leaves the questionnaire to a client.
+  dismissed form leaves the questionnaire to a client; a client that answers first wins
+  over the open form.
 
 The form tests run Codex in both MCP eras it speaks (2025-06-18, its default: the form on
 the call's own stream; ``--enable mcp_2026_07_28``: the multi round-trip pattern), against
@@ -424,3 +425,47 @@ async def test_codex_app_server_a_dismissed_form_leaves_the_questionnaire_to_a_c
     received = [tool_output(item) for item in model.tool_results()]
     assert len(received) == 1, received
     assert received[0].splitlines()[2:4] == ["deploy_target: optionIds=[staging]", "checks: optionIds=[lint]"]
+
+
+@pytest.mark.parametrize("era", ERAS)
+async def test_codex_app_server_a_client_answers_first_while_the_form_is_open(
+    era: tuple[str, ...], modules: Path, live_broker: BrokerProcess, tmp_path: Path, app_servers: list[AppServer]
+) -> None:
+    """The form is out and the person answers in a qbroker client instead: the model reads
+    that client's answers. In 2025-06-18 the broker takes its form back and Codex tells its
+    driver so (``serverRequest/resolved``); in 2026-07-28 nothing can take it back, the call
+    waits for the form, and what the driver submits then changes nothing."""
+    sid = new_sid("codex")
+    shown, submit = asyncio.Event(), asyncio.Event()
+
+    async def person_late(params: dict[str, Any]) -> dict[str, Any]:
+        shown.set()
+        await submit.wait()
+        return {"action": "accept", "content": {"deploy_target": "production", "checks": ["unit"]}}
+
+    with ScriptedResponses(release_manager) as model:
+        home = CodexHome(tmp_path, model, over_http(f"{live_broker.url}/mcp", token(sid, "agent")), modules)
+        server, thread = await driven(home, app_servers, person_late, era)
+        turn = asyncio.create_task(server.run_turn(thread, PROMPT))
+        await asyncio.wait_for(shown.wait(), 60)
+        async with person(live_broker.ws_url, sid) as someone:
+            closed = await someone.answer_all({"deploy_target": ["staging"], "checks": ["lint"]}, timeout=30)
+        [form] = server.server_requests
+        if era == ():
+            await server.wait_for(
+                "serverRequest/resolved", lambda p: p["requestId"] == form["id"], what="the form withdrawn"
+            )
+            ended = await asyncio.wait_for(turn, 60)  # the driver never submitted
+            submit.set()
+        else:
+            assert not turn.done()  # the call waits for the form
+            submit.set()
+            ended = await asyncio.wait_for(turn, 60)
+    assert ended["status"] == "completed", server.summary()
+    assert closed["status"] == "completed"
+    received = [tool_output(item) for item in model.tool_results()]
+    assert len(received) == 1, received
+    assert received[0].splitlines()[2:4] == ["deploy_target: optionIds=[staging]", "checks: optionIds=[lint]"]
+    async with Agent(live_broker.url, sid) as agent:
+        record = await agent.outcome(closed["questionnaireId"], wait=0)
+    assert record.text == received[0]  # the form's late answer changed nothing
