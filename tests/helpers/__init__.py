@@ -13,10 +13,14 @@
 - ``machine``: questionnaires built and driven through the pure state machine, and its
   transition assertions (the core's unit tests).
 - ``npm``: Node programs from a lockfile in the repository (``npm ci``, cached outside the tree).
-- ``fake_model``: ``ScriptedModel``, an OpenAI-compatible chat-completions server whose turns
-  a test scripts, keeping every request (what an agent program sent its model).
+- ``fake_model``: scripted models, servers whose turns a test scripts, keeping every request
+  (what an agent program sent its model): ``ScriptedModel`` (OpenAI-compatible chat
+  completions, Pi), ``ScriptedAnthropic`` (Claude Code), ``ScriptedResponses`` (OpenAI's
+  Responses API, Codex).
 - ``pi``: the real Pi coding agent, isolated (``HOME``, ``PI_CODING_AGENT_DIR``, ``TMPDIR``)
   and offline, run in JSON/RPC mode with its event stream collected.
+- ``codex``: the real Codex CLI, isolated (``CODEX_HOME``, ``HOME``, ``TMPDIR``) and offline:
+  ``codex exec`` to its end, and ``codex app-server`` under a JSON-RPC driver.
 
 Fixtures shared by every level are in ``tests/conftest.py``.
 """

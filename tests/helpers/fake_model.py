@@ -1,5 +1,5 @@
-"""Scripted models behind real model APIs, for driving real agent programs (Pi, Claude Code)
-in tests without a model.
+"""Scripted models behind real model APIs, for driving real agent programs (Pi, Claude Code,
+Codex) in tests without a model.
 
 A scripted model listens on 127.0.0.1 (a thread of its own) and answers every model request
 with a streamed reply (server-sent events, as the real API streams). What to say is up to
@@ -10,7 +10,9 @@ what the agent sent the model, tool results included (``tool_results()``).
 - ``ScriptedModel``: OpenAI's chat completions (``POST /v1/chat/completions``, what Pi's
   ``openai-completions`` provider speaks);
 - ``ScriptedAnthropic``: Anthropic's Messages API (``POST /v1/messages``, what Claude Code
-  speaks with ``ANTHROPIC_BASE_URL``).
+  speaks with ``ANTHROPIC_BASE_URL``);
+- ``ScriptedResponses``: OpenAI's Responses API (``POST /v1/responses``, what Codex speaks),
+  whose conversation is the request's ``input`` items.
 
 A brain that raises, or a request to a path the model does not serve, is answered with an
 HTTP 500 whose body names the error, and the error is kept in ``errors`` for the test to
@@ -34,6 +36,7 @@ Message = dict[str, Any]
 class ToolCall:
     name: str
     arguments: dict[str, Any]
+    namespace: str | None = None  # the Responses API's tool namespace (Codex puts an MCP server's tools in one)
 
 
 @dataclass(frozen=True)
@@ -48,8 +51,9 @@ Brain = Callable[[list[Message]], Turn]
 
 
 def text_of(message: Message) -> str:
-    """A message's text, whether its content is a string or a list of parts."""
-    content = message.get("content")
+    """A message's text, whether its content (a Responses tool output's ``output``) is a
+    string or a list of parts."""
+    content = message.get("content", message.get("output"))
     if isinstance(content, str):
         return content
     if isinstance(content, list):
@@ -81,6 +85,10 @@ class _ScriptedServer:
         """The reply as the API streams it: server-sent events, ready to write."""
         raise NotImplementedError
 
+    def conversation(self, body: dict[str, Any]) -> list[Message]:
+        """What the brain gets of a model request: its ``messages``."""
+        return list(body["messages"])
+
     def other(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """The JSON answer to a request for another path; the base serves none."""
         raise ValueError(f"not a model request: POST {path}")
@@ -106,7 +114,7 @@ class _ScriptedServer:
                         self._json(200, model.other(path, body))
                         return
                     model.requests.append(body)
-                    turn = model.brain(list(body["messages"]))
+                    turn = model.brain(model.conversation(body))
                 except Exception as exc:  # the test reports it; the agent sees a 500
                     model.errors.append(f"{type(exc).__name__}: {exc}")
                     self._json(500, {"error": {"message": str(exc), "type": "scripted_model"}})
@@ -257,3 +265,83 @@ class ScriptedAnthropic(_ScriptedServer):
             "message_delta", {"delta": {"stop_reason": stop, "stop_sequence": None}, "usage": {"output_tokens": 10}}
         )
         yield event("message_stop", {})
+
+
+@dataclass
+class ScriptedResponses(_ScriptedServer):
+    """OpenAI's streaming Responses API. The brain gets the request's ``input`` items, the
+    whole conversation as the agent keeps it: ``{"type": "message", "role": "user", ...}``,
+    the model's own ``function_call`` items and the agent's ``function_call_output`` items.
+
+    A turn streams as ``response.created``, then per output item (a message for the text, a
+    ``function_call`` per tool call) ``response.output_item.added``, its deltas
+    (``response.output_text.delta``; ``response.function_call_arguments.delta``, the
+    arguments in two pieces), their ``.done``, ``response.output_item.done``; and last
+    ``response.completed`` with the whole output and the usage."""
+
+    PATH: ClassVar[str] = "/v1/responses"
+
+    @property
+    def base_url(self) -> str:
+        return f"{self.origin}/v1"
+
+    def conversation(self, body: dict[str, Any]) -> list[Message]:
+        items = body["input"]
+        return [{"type": "message", "role": "user", "content": items}] if isinstance(items, str) else list(items)
+
+    def tool_results(self) -> list[Message]:
+        """Every distinct ``function_call_output`` item the agent sent, in order (each request
+        repeats the conversation, so each is kept once, by its ``call_id``)."""
+        seen: dict[str, Message] = {}
+        for request in self.requests:
+            for item in self.conversation(request):
+                if item.get("type") == "function_call_output":
+                    seen.setdefault(str(item.get("call_id")), item)
+        return list(seen.values())
+
+    def events(self, turn: Turn) -> Iterator[bytes]:
+        head = {"id": f"resp_{uuid.uuid4().hex[:12]}", "object": "response", "created_at": 0, "model": self.model_id}
+        number = 0
+
+        def event(kind: str, **fields: Any) -> bytes:
+            nonlocal number
+            number += 1
+            data = {"type": kind, "sequence_number": number - 1, **fields}
+            return f"event: {kind}\ndata: {json.dumps(data)}\n\n".encode()
+
+        yield event("response.created", response={**head, "status": "in_progress", "output": []})
+        output: list[dict[str, Any]] = []
+        if turn.text:
+            message = {"id": f"msg_{uuid.uuid4().hex[:12]}", "type": "message", "role": "assistant"}
+            at = {"item_id": message["id"], "output_index": 0, "content_index": 0}
+            part = {"type": "output_text", "text": turn.text, "annotations": []}
+            started = {**message, "status": "in_progress", "content": []}
+            yield event("response.output_item.added", output_index=0, item=started)
+            yield event("response.content_part.added", **at, part={**part, "text": ""})
+            for piece in halves(turn.text):
+                yield event("response.output_text.delta", **at, delta=piece)
+            yield event("response.output_text.done", **at, text=turn.text)
+            yield event("response.content_part.done", **at, part=part)
+            output.append({**message, "status": "completed", "content": [part]})
+            yield event("response.output_item.done", output_index=0, item=output[-1])
+        for call in turn.tool_calls:
+            arguments = json.dumps(call.arguments)
+            item = {"id": f"fc_{uuid.uuid4().hex[:12]}", "type": "function_call", "name": call.name}
+            item |= {"call_id": f"call_{uuid.uuid4().hex[:12]}"}
+            if call.namespace is not None:
+                item["namespace"] = call.namespace
+            at = {"item_id": item["id"], "output_index": len(output)}
+            yield event("response.output_item.added", output_index=len(output), item={**item, "arguments": ""})
+            for piece in halves(arguments):
+                yield event("response.function_call_arguments.delta", **at, delta=piece)
+            yield event("response.function_call_arguments.done", **at, arguments=arguments)
+            output.append({**item, "status": "completed", "arguments": arguments})
+            yield event("response.output_item.done", output_index=len(output) - 1, item=output[-1])
+        usage = {
+            "input_tokens": 10,
+            "input_tokens_details": {"cached_tokens": 0},
+            "output_tokens": 10,
+            "output_tokens_details": {"reasoning_tokens": 0},
+            "total_tokens": 20,
+        }
+        yield event("response.completed", response={**head, "status": "completed", "output": output, "usage": usage})

@@ -6,7 +6,9 @@ returns the installed ``node_modules``. The first run needs the npm registry; ev
 run (and every test after the first) reuses the cache, so the suite works offline once it
 has run. Install scripts are not run: none gets to download a binary. (Claude Code's only
 copies its native program out of a platform package the lockfile already installs; the
-tests run that program where it lies, ``tests/helpers/claude_code.py``.)
+tests run that program where it lies, ``tests/helpers/claude_code.py``. Codex's native
+program is an optional dependency of its own, one per platform in the lockfile; ``npm ci``
+installs this machine's, and its launcher finds it there.)
 
 A missing ``node``/``npm`` or a failed install is a skip (``need``), a failure under
 QBROKER_REQUIRE_ALL=1. ``.ci/run`` fills the cache beforehand with

@@ -29,7 +29,7 @@ from tests.helpers.fake_model import ScriptedModel
 from tests.helpers.npm import npm_install
 from tests.helpers.processes import REPO_ROOT, need
 from tests.helpers.terminal import Terminal
-from tests.helpers.waiting import eventually
+from tests.helpers.waiting import eventually, first_arrival
 
 PI_PACKAGE = REPO_ROOT / "clients" / "pi"
 EXTENSION = PI_PACKAGE / "questionnaire.ts"
@@ -202,22 +202,16 @@ class PiRun:
 
     async def wait_for(self, match: Callable[[Event], bool], what: str, timeout: float = 30.0) -> Event:
         """The first event (seen so far or to come) that ``match`` accepts."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout
-        seen = 0
-        while True:
-            for event in self.events[seen:]:
-                if match(event):
-                    return event
-            seen = len(self.events)
-            if self.reader is not None and self.reader.done():
-                raise AssertionError(f"pi ended without {what}:\n{self.summary()}")
-            self._arrived.clear()
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                raise AssertionError(f"no {what} from pi within {timeout}s:\n{self.summary()}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._arrived.wait(), remaining)
+        return await first_arrival(
+            self.events,
+            match,
+            self._arrived,
+            self.reader,
+            program="pi",
+            what=what,
+            timeout=timeout,
+            summary=self.summary,
+        )
 
     async def finish(self, timeout: float = 30.0) -> list[Event]:
         """Wait for pi to exit on its own (killing it past ``timeout``); its events."""

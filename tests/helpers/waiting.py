@@ -3,6 +3,7 @@
 ``wait_until`` blocks (threads, subprocesses, synchronous tests); ``eventually`` is its
 async twin and takes a plain or an async check. Both poll every ``interval`` seconds, return
 the check's first truthy value, and fail with ``what`` after ``timeout`` seconds.
+``first_arrival`` waits, without polling, for what a program's reader task collects.
 
 (Checks are ``Callable[..., ...]`` so that a lambda may bind a loop variable as a default
 argument: ``lambda p=port: ...``.)
@@ -11,9 +12,10 @@ argument: ``lambda p=port: ...``.)
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import inspect
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar, overload
 
 T = TypeVar("T")
@@ -62,3 +64,37 @@ async def eventually(
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout}s waiting for {what}")
         await asyncio.sleep(interval)
+
+
+async def first_arrival(
+    arrivals: Sequence[T],
+    match: Callable[[T], bool],
+    arrived: asyncio.Event,
+    reader: asyncio.Task[None] | None,
+    *,
+    program: str,
+    what: str,
+    timeout: float,
+    summary: Callable[[], str],
+) -> T:
+    """The first of ``arrivals`` (seen so far or to come) that ``match`` accepts.
+
+    ``reader`` is the task that appends to ``arrivals`` and sets ``arrived`` after each; its
+    end means nothing more comes. Fails, naming ``program`` and ``what`` with ``summary()``,
+    when the reader ends or ``timeout`` seconds pass first."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    seen = 0
+    while True:
+        for item in arrivals[seen:]:
+            if match(item):
+                return item
+        seen = len(arrivals)
+        if reader is not None and reader.done():
+            raise AssertionError(f"{program} ended without {what}:\n{summary()}")
+        arrived.clear()
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise AssertionError(f"no {what} from {program} within {timeout}s:\n{summary()}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(arrived.wait(), remaining)
