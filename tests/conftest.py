@@ -4,6 +4,10 @@ What tests call rather than request (processes, clients, samples, waiting) is in
 ``tests/helpers/``. A test that needs a program the machine may lack (redis-server,
 chromium, tmux, nginx) calls ``tests.helpers.processes.need``: a skip, or a failure under
 QBROKER_REQUIRE_ALL=1.
+
+The suite runs on pytest-xdist's workers (docs/testing.md); the tests marked ``heavy`` (tens
+of seconds each) come first in the order the workers are handed tests, so that each starts
+as soon as a worker is free instead of several finishing the run one after another.
 """
 
 from __future__ import annotations
@@ -11,6 +15,10 @@ from __future__ import annotations
 import pytest
 
 from tests.helpers.samples import new_sid
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    items.sort(key=lambda item: item.get_closest_marker("heavy") is None)  # (a stable sort)
 
 
 @pytest.fixture

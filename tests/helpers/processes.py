@@ -6,8 +6,10 @@ Everything here talks to 127.0.0.1 only and every wait has a deadline.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import random
 import shutil
 import signal
 import socket
@@ -27,6 +29,7 @@ import redis as redis_py
 from prometheus_client.parser import text_string_to_metric_families
 
 from broker.tokens.claims import Role, mint_token
+from tests.helpers import workers
 from tests.helpers.waiting import wait_until
 
 TEST_SECRET = "qbroker-test-secret-0123456789abcdef"
@@ -46,11 +49,45 @@ def need(condition: bool, reason: str) -> None:
     pytest.skip(reason)
 
 
-def free_port() -> int:
-    """A port nothing listens on (bound and released: free until someone takes it)."""
+# Ports for the servers tests start, one block per xdist worker in 10000-19999 (the ports
+# 10000 above them, 20000-29999, are left for a Redis Cluster node's bus port). Not the
+# kernel's pick (bind to port 0): that comes from the ephemeral range (32768 and up), which
+# also gives outgoing connections their source ports, so between a test picking a port and
+# its server binding it another worker's connection could take it. Each worker walks its own
+# block from a random place (two runs on one machine rarely walk the same ports) and skips a
+# port that anything holds, even in TIME_WAIT.
+PORTS = range(10_000, 20_000)
+_next_port: Iterator[int] | None = None
+
+
+def _port_block() -> range:
+    size = len(PORTS) // workers.count()
+    first = PORTS.start + (workers.index() % workers.count()) * size
+    return range(first, first + size)
+
+
+def bindable(port: int) -> bool:
+    """Nothing holds 127.0.0.1:``port`` (no listener, no connection, nothing in TIME_WAIT)."""
     with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
+def free_port() -> int:
+    """A port nothing holds, from this worker's block (free until someone takes it)."""
+    global _next_port
+    block = _port_block()
+    if _next_port is None:
+        start = random.randrange(len(block))
+        _next_port = itertools.cycle([*block[start:], *block[:start]])
+    for _ in range(len(block)):
+        port = next(_next_port)
+        if bindable(port):
+            return port
+    raise RuntimeError(f"no free port in {block.start}-{block.stop - 1}")
 
 
 def port_open(port: int) -> bool:

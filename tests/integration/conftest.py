@@ -62,11 +62,13 @@ async def agent(deployment: Deployment, sid: str) -> AsyncIterator[Agent]:
         yield client
 
 
-@pytest.fixture(scope="session", autouse=True)
+@pytest.fixture(scope="session")
 def default_timer_probes(request: pytest.FixtureRequest) -> Iterator[dict[str, BackgroundProbes]]:
-    """Background measurements of the default timers, only when their tests are selected
-    (test_protocol_timeout_defaults.py): they start with the session so that the 30 s they
-    take overlap the rest of the suite."""
+    """Background measurements of the default timers (test_protocol_timeout_defaults.py), for
+    every deployment kind its selected tests name, all started at the first of those tests: the
+    30 s they take then run side by side. Those tests are one xdist group, so that one worker
+    measures; the scheduler hands a group out before the single tests, so that its 30 s
+    overlap the rest of the suite."""
     kinds = sorted(
         {
             item.callspec.params["deployment_kind"]

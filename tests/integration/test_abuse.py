@@ -456,6 +456,7 @@ def fuzz_broker() -> Iterator[BrokerProcess]:
         yield process
 
 
+@pytest.mark.heavy
 def test_fuzzed_client_frames_never_crash_and_are_each_answered(fuzz_broker: BrokerProcess) -> None:
     lanes = {codec: Lane(fuzz_broker, codec) for codec in ("json", "msgpack")}
     tally = FuzzTally()
@@ -561,8 +562,11 @@ def test_the_broker_serves_its_openapi_document(api_broker: BrokerProcess) -> No
     assert response.json()["openapi"].startswith("3.")
 
 
+# The run and the check that it reached past the front door are one xdist group: the check
+# reads what the run tallied in this process.
 @SCHEMA.parametrize()
 @settings(max_examples=SCHEMATHESIS_EXAMPLES, deadline=None, database=None, suppress_health_check=list(HealthCheck))
+@pytest.mark.xdist_group("openapi")
 def test_http_api_conforms_to_its_openapi_document(case: OpenApiCase, api_broker: BrokerProcess) -> None:
     # Every check but positive_data_acceptance: JSON Schema cannot say "ids unique after
     # trimming" or "minSelections <= maxSelections", so some schema-valid bodies are 400s
@@ -571,6 +575,7 @@ def test_http_api_conforms_to_its_openapi_document(case: OpenApiCase, api_broker
     API_STATUSES[f"{case.method} {response.status_code}"] += 1
 
 
+@pytest.mark.xdist_group("openapi")
 def test_the_schemathesis_run_reached_past_the_front_door(api_broker: BrokerProcess) -> None:
     if not API_STATUSES:
         pytest.skip("runs after test_http_api_conforms_to_its_openapi_document in the same session")

@@ -391,6 +391,7 @@ def _error_lines(log: str) -> list[str]:
     return found
 
 
+@pytest.mark.heavy
 def test_the_mixed_load_on_two_brokers_over_redis_is_clean() -> None:
     """Every bots feature at once (two bots a session on different brokers, both codecs,
     multi and Other answers, clarifications, cancellations, reconnect churn), two load

@@ -346,6 +346,7 @@ async def _redis_stall(redis: RedisServer, a: BrokerProcess, b: BrokerProcess) -
         assert response.json()["details"]["answers"] == EXPECTED_ANSWERS
 
 
+@pytest.mark.heavy
 def test_an_agent_long_poll_rides_out_a_redis_stall() -> None:
     with redis_server() as redis, broker(redis.url) as a, broker(redis.url) as b:
         asyncio.run(_redis_stall(redis, a, b))
@@ -528,6 +529,7 @@ def _bots_command(urls: list[str], count: int) -> list[str]:
     ]  # fmt: skip
 
 
+@pytest.mark.heavy
 def test_chaos_sigkill_every_few_seconds_loses_duplicates_and_alters_nothing(tmp_path: Any) -> None:
     """Three brokers on one Redis; one is SIGKILLed and restarted on its port every few seconds
     while ``qbroker bots`` runs CHAOS_COUNT questionnaires and checks every answer it gets back."""

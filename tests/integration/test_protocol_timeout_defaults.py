@@ -1,9 +1,10 @@
 """docs/protocol.md's default timers, on a deployment started without timer settings:
 ``wait`` 30 s, hello within 10 s, QBROKER_CLIENT_WAIT 5 s, QBROKER_RECONNECT_GRACE 30 s.
 
-Measuring them takes 30 s of wall time, so the session-wide ``default_timer_probes``
-fixture (conftest.py) starts a dedicated default-settings deployment per kind with
-background probes as the session begins; these tests only collect the measurements.
+Measuring them takes 30 s of wall time, so the ``default_timer_probes`` fixture
+(conftest.py) starts a dedicated default-settings deployment per kind with background probes
+at the first of these tests, and they only collect the measurements. They are one xdist
+group: one worker measures, once.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from tests.helpers.processes import need
 from tests.helpers.protocol import DEPLOYMENT_KINDS, BackgroundProbes
 
-pytestmark = pytest.mark.parametrize("deployment_kind", DEPLOYMENT_KINDS)
+pytestmark = [pytest.mark.parametrize("deployment_kind", DEPLOYMENT_KINDS), pytest.mark.xdist_group("default-timers")]
 
 
 def _probe(probes: dict[str, BackgroundProbes], kind: str, name: str) -> dict[str, Any]:

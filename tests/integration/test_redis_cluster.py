@@ -19,9 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import inspect
-import random
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -38,7 +36,7 @@ from broker.store.redis import RedisStore, channel_for
 from broker.store.redis.keys import INBOX_SHARDS, inbox_channel, inbox_shard, index_key
 from tests.helpers.clients import ScriptedClient
 from tests.helpers.inbox import InboxClient, every_page
-from tests.helpers.processes import broker, need, redis_server_command, token
+from tests.helpers.processes import bindable, broker, free_port, need, redis_server_command, token
 from tests.helpers.samples import new_sid as new_session
 from tests.helpers.samples import single, start_body
 from tests.helpers.waiting import eventually, wait_until
@@ -56,22 +54,13 @@ MASTERS = 3
 # --- a local cluster ------------------------------------------------------------------
 
 
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
-
-
 def _cluster_ports(count: int) -> list[int]:
-    """Free ports whose cluster bus port (port + 10000) is free too."""
-    rng = random.Random()
+    """Free ports whose cluster bus port (port + 10000) is free too (free_port keeps those
+    10000 above its ports for them)."""
     ports: list[int] = []
     for _ in range(500):
-        port = rng.randrange(20000, 50000)
-        if port not in ports and _bindable(port) and _bindable(port + 10000):
+        port = free_port()
+        if port not in ports and bindable(port + 10000):
             ports.append(port)
             if len(ports) == count:
                 return ports
@@ -147,7 +136,7 @@ def local_cluster(with_replica: bool = False) -> Iterator[LocalCluster]:
                     stderr=subprocess.DEVNULL,
                 )
             for port in all_ports:
-                wait_until(lambda p=port: not _bindable(p), what=f"redis-server on {port}")
+                wait_until(lambda p=port: not bindable(p), what=f"redis-server on {port}")
             _redis_cli(
                 "--cluster",
                 "create",
@@ -371,6 +360,7 @@ async def test_a_session_whose_slot_moves_is_subscribed_on_its_new_master(
     assert received == {Notice(sid, state.id, 0) for sid, state in created.items()}
 
 
+@pytest.mark.heavy
 async def test_after_a_failover_sessions_are_subscribed_on_the_promoted_replica() -> None:
     with local_cluster(with_replica=True) as cluster:
         assert cluster.replica is not None
