@@ -1,6 +1,7 @@
 """What the tests share, in one place (docs/architecture.md, "tests/helpers").
 
-- ``waiting``: ``wait_until`` / ``eventually``, waiting for a condition with a deadline.
+- ``waiting``: ``wait_until`` / ``eventually``, waiting for a condition with a deadline, and
+  ``scaled``, the one factor every deadline in the tests goes through.
 - ``workers``: which pytest-xdist worker this process is (its ports are its own).
 - ``processes``: brokers and redis-server as real processes, their environment, free ports,
   test tokens, and ``need`` (skip when a program is missing; fail under QBROKER_REQUIRE_ALL=1).

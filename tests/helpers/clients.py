@@ -7,7 +7,8 @@
         await person.answer(question, ["staging"])
         closed = await person.wait_for("closed")
 
-Every wait has a deadline (``timeout``, default 10 s) and fails with the frames seen so far,
+Every wait has a deadline (``timeout``, default 10 s, scaled by tests/helpers/waiting.py's
+factor) and fails with the frames seen so far,
 so a test never hangs and never sleeps to synchronize. Frames that arrive while nobody is
 waiting are kept in order; ``wait_for`` consumes up to and including the first match, and
 everything received is also kept in ``received`` for assertions. Speaks the JSON
@@ -34,6 +35,7 @@ from websockets.typing import Subprotocol
 
 from broker.core.frames import SUBPROTOCOL_BY_CODEC
 from tests.helpers.processes import token
+from tests.helpers.waiting import scaled
 
 JSON = SUBPROTOCOL_BY_CODEC["json"]
 MSGPACK = SUBPROTOCOL_BY_CODEC["msgpack"]
@@ -118,10 +120,10 @@ class ScriptedClient:
             websockets.connect(
                 f"{ws_base}/v1/sessions/{session}/ws",
                 subprotocols=[Subprotocol(subprotocol)],
-                open_timeout=timeout,
+                open_timeout=scaled(timeout),
                 max_size=None,
             ),
-            timeout,
+            scaled(timeout),
         )
         client = cls(ws, subprotocol, {})
         client.received.clear()
@@ -179,6 +181,7 @@ class ScriptedClient:
         Frames before it are consumed. Fails after ``timeout`` seconds, or when the
         connection closes, listing what did arrive.
         """
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
 
         def matches(frame: Frame) -> bool:
@@ -207,6 +210,7 @@ class ScriptedClient:
 
     async def expect_close(self, timeout: float = 10.0) -> int | None:
         """Wait until the broker closes the connection; returns the close code."""
+        timeout = scaled(timeout)
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             try:
@@ -322,6 +326,7 @@ async def raw_socket(
     timeout: float = 10.0,
 ) -> ClientConnection:
     """A bare websocket, no hello sent: for handshake and close-code tests."""
+    timeout = scaled(timeout)
     return await asyncio.wait_for(
         websockets.connect(
             f"{ws_url}/v1/sessions/{sid}/ws",
@@ -337,6 +342,7 @@ async def raw_socket(
 
 async def close_code(ws: ClientConnection, timeout: float = 10.0) -> int | None:
     """Read until the broker closes; the close code it sent."""
+    timeout = scaled(timeout)
     deadline = time.monotonic() + timeout
     try:
         while True:

@@ -18,6 +18,7 @@ import websockets
 from websockets.typing import Subprotocol
 
 from tests.helpers.clients import JSON, Connecting, Frame, ScriptedClient
+from tests.helpers.waiting import scaled
 
 INBOX_WS = "/v1/inbox/ws"
 
@@ -35,9 +36,9 @@ class InboxClient(ScriptedClient):
     async def _open_inbox(cls, ws_base: str, token: str, *, subprotocol: str, timeout: float) -> InboxClient:
         ws = await asyncio.wait_for(
             websockets.connect(
-                ws_base + INBOX_WS, subprotocols=[Subprotocol(subprotocol)], open_timeout=timeout, max_size=None
+                ws_base + INBOX_WS, subprotocols=[Subprotocol(subprotocol)], open_timeout=scaled(timeout), max_size=None
             ),
-            timeout,
+            scaled(timeout),
         )
         client = cls(ws, subprotocol, {})
         client.received.clear()
@@ -113,6 +114,7 @@ async def raw_inbox_socket(
     ws_base: str, *, subprotocol: str | None = JSON, origin: str | None = None, timeout: float = 10.0
 ) -> websockets.ClientConnection:
     """A bare inbox websocket, no hello sent: for handshake and close-code tests."""
+    timeout = scaled(timeout)
     return await asyncio.wait_for(
         websockets.connect(
             ws_base + INBOX_WS,

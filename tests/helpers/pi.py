@@ -29,7 +29,7 @@ from tests.helpers.fake_model import ScriptedModel
 from tests.helpers.npm import npm_install
 from tests.helpers.processes import REPO_ROOT, need
 from tests.helpers.terminal import Terminal
-from tests.helpers.waiting import eventually, first_arrival
+from tests.helpers.waiting import eventually, first_arrival, scaled
 
 PI_PACKAGE = REPO_ROOT / "clients" / "pi"
 EXTENSION = PI_PACKAGE / "questionnaire.ts"
@@ -215,6 +215,7 @@ class PiRun:
 
     async def finish(self, timeout: float = 30.0) -> list[Event]:
         """Wait for pi to exit on its own (killing it past ``timeout``); its events."""
+        timeout = scaled(timeout)
         try:
             await asyncio.wait_for(self.process.wait(), timeout)
         except TimeoutError:
@@ -222,7 +223,7 @@ class PiRun:
             await self.process.wait()
             raise AssertionError(f"pi did not exit within {timeout}s:\n{self.summary()}") from None
         if self.reader is not None:
-            await asyncio.wait_for(self.reader, 10)
+            await asyncio.wait_for(self.reader, scaled(10))
         return self.events
 
     async def terminate(self, sig: int = signal.SIGTERM, timeout: float = 30.0) -> int:

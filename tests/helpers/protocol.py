@@ -25,6 +25,7 @@ from websockets.typing import Subprotocol
 from tests.helpers.clients import JSON, hello
 from tests.helpers.processes import BrokerProcess, broker, redis_server, token
 from tests.helpers.samples import new_sid, resume_body, single, start_body
+from tests.helpers.waiting import scaled
 
 MARKER_STATUS = {
     "QUESTIONNAIRE_COMPLETED": "completed",
@@ -376,6 +377,7 @@ class DefaultProbes:
 
     def result(self, name: str, timeout: float = 60) -> dict[str, Any]:
         thread = self.threads[name]
+        timeout = scaled(timeout)
         thread.join(timeout)
         assert not thread.is_alive(), f"the {name} probe is still running after {timeout}s"
         return self.results[name]
@@ -409,14 +411,14 @@ class BackgroundProbes:
             self.error = repr(exc)
 
     def result(self, name: str, timeout: float = 75) -> dict[str, Any]:
-        self.thread.join(30)
+        self.thread.join(scaled(30))
         assert self.error is None, f"the {self.kind} deployment for the default-timer probes failed: {self.error}"
-        assert self.probes is not None, f"the {self.kind} deployment for the probes did not start in 30 s"
+        assert self.probes is not None, f"the {self.kind} deployment for the probes did not start in time"
         return self.probes.result(name, timeout)
 
     def close(self) -> None:
-        self.thread.join(30)
+        self.thread.join(scaled(30))
         if self.probes is not None:
             for thread in self.probes.threads.values():
-                thread.join(45)
+                thread.join(scaled(45))
         self.stack.close()
