@@ -8,40 +8,25 @@ a deadline; nothing sleeps to synchronise.
 from __future__ import annotations
 
 import json
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, WebSocketRoute, expect
 
-from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, compose_screenshots
-from tests.helpers.processes import REPO_ROOT, broker, free_port, need, redis_server, revoked_token, token
-from tests.helpers.samples import new_sid
+from tests.helpers.agent_http import Agent
+from tests.helpers.browser import DESKTOP, compose_screenshots, new_context, watch
+from tests.helpers.processes import REPO_ROOT, broker, free_port, redis_server, revoked_token, token
+from tests.helpers.samples import TARGET, new_sid
+from tests.helpers.waiting import scaled_ms
 
 pytestmark = pytest.mark.browser
 
-TIMEOUT_MS = 10_000
-RECONNECT_TIMEOUT_MS = 20_000  # a broker restart plus a few backoff rounds
-DESKTOP = {"width": 1100, "height": 900}
+RECONNECT_TIMEOUT_MS = scaled_ms(20_000)  # a broker restart plus a few backoff rounds
 PHONE = {"width": 390, "height": 844}
 SCREENSHOT = REPO_ROOT / "docs" / "screenshot-web.png"
 
-expect.set_options(timeout=TIMEOUT_MS)
-
-TARGET: dict[str, Any] = {
-    "id": "deploy_target",
-    "label": "Target",
-    "prompt": "Which environment should this release go to?",
-    "type": "single",
-    "options": [
-        {"id": "staging", "label": "Staging"},
-        {"id": "production", "label": "Production", "description": "Requires an approved release window"},
-    ],
-    "allowOther": False,
-}
 NOTIFY: dict[str, Any] = {
     "id": "notify",
     "label": "Notify",
@@ -75,20 +60,8 @@ EXTRAS: dict[str, Any] = {
 WS_PATH = re.compile(r"/v1/sessions/[^/]+/ws$")
 
 
-# --- fixtures (prefixed web_ so they never collide with other e2e suites) -----------
-
-
-@pytest.fixture(scope="module")
-def web_browser() -> Iterator[Browser]:
-    need(os.path.exists(CHROMIUM), f"Debian chromium is not installed at {CHROMIUM}")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=30_000
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
+# --- fixtures (prefixed web_ so they never collide with other e2e suites; the browser,
+# ``context`` and ``page`` are tests/e2e/conftest.py's) -----------------------------
 
 
 @pytest.fixture(scope="module")
@@ -97,95 +70,14 @@ def web_broker() -> Iterator[Any]:
         yield process
 
 
-def _new_context(browser: Browser, **options: Any) -> BrowserContext:
-    context = browser.new_context(**{"viewport": DESKTOP, **options})
-    context.set_default_timeout(TIMEOUT_MS)
-    context.set_default_navigation_timeout(TIMEOUT_MS)
-    return context
-
-
-def _watch(page: Page, errors: list[str]) -> Page:
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    return page
-
-
-@pytest.fixture
-def web_context(web_browser: Browser) -> Iterator[BrowserContext]:
-    context = _new_context(web_browser)
-    yield context
-    context.close()
-
-
-@pytest.fixture
-def web_page(web_context: BrowserContext) -> Iterator[Page]:
-    errors: list[str] = []
-    page = _watch(web_context.new_page(), errors)
-    yield page
-    assert errors == [], f"uncaught errors in the page: {errors}"
-
-
 @pytest.fixture
 def web_sid() -> str:
     return new_sid("web")
 
 
-class Agent:
-    """The agent's side of one session, over the HTTP API."""
-
-    def __init__(self, base_url: str, sid: str) -> None:
-        self.sid = sid
-        self.http = httpx.Client(
-            base_url=base_url, headers={"Authorization": f"Bearer {token(sid, 'agent')}"}, timeout=30
-        )
-
-    def close(self) -> None:
-        self.http.close()
-
-    def start(self, *questions: dict[str, Any]) -> str:
-        response = self.http.post(
-            f"/v1/sessions/{self.sid}/questionnaire",
-            params={"wait": 0},
-            json={"action": "start", "questions": list(questions)},
-        )
-        assert response.status_code == 202, response.text
-        questionnaire_id: str = response.json()["questionnaireId"]
-        return questionnaire_id
-
-    def outcome(self, questionnaire_id: str, wait: float = 10) -> dict[str, Any]:
-        response = self.http.get(f"/v1/sessions/{self.sid}/questionnaires/{questionnaire_id}", params={"wait": wait})
-        assert response.status_code == 200, response.text
-        details: dict[str, Any] = response.json()["details"]
-        return details
-
-    def abort(self, questionnaire_id: str) -> None:
-        response = self.http.delete(f"/v1/sessions/{self.sid}/questionnaires/{questionnaire_id}")
-        assert response.status_code == 200, response.text
-
-    def pending(self, questionnaire_id: str) -> bool:
-        """True while the questionnaire is still with the person (asked without waiting)."""
-        response = self.http.get(f"/v1/sessions/{self.sid}/questionnaires/{questionnaire_id}", params={"wait": 0})
-        assert response.status_code in (200, 202), response.text
-        return response.status_code == 202
-
-    def resume(self, questionnaire_id: str, revision: int, text: str) -> None:
-        response = self.http.post(
-            f"/v1/sessions/{self.sid}/questionnaire",
-            params={"wait": 0},
-            json={
-                "action": "resume",
-                "questionnaireId": questionnaire_id,
-                "revision": revision,
-                "clarificationResponse": text,
-            },
-        )
-        assert response.status_code == 202, response.text
-
-
 @pytest.fixture
-def web_agent(web_broker: Any, web_sid: str) -> Iterator[Agent]:
-    agent = Agent(web_broker.url, web_sid)
-    yield agent
-    agent.close()
+def web_agent(web_broker: Any, web_sid: str) -> Agent:
+    return Agent(web_broker.url, web_sid)
 
 
 # --- helpers -------------------------------------------------------------------------
@@ -212,9 +104,8 @@ def idle_heading(page: Page) -> Any:
 
 
 def test_single_question_is_answered_by_a_click_or_the_keyboard(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     expect(idle_heading(page)).to_be_visible()
 
@@ -256,9 +147,8 @@ def test_single_question_is_answered_by_a_click_or_the_keyboard(
 
 
 def test_multi_question_explains_its_bounds_until_they_are_met(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     qid = web_agent.start(CHECKS)
 
@@ -299,9 +189,8 @@ def test_multi_question_explains_its_bounds_until_they_are_met(
 
 
 def test_other_opens_a_text_field_with_a_counter_and_enter_submits(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     qid = web_agent.start(NOTIFY, EXTRAS)
 
@@ -350,9 +239,8 @@ def test_other_opens_a_text_field_with_a_counter_and_enter_submits(
 
 
 def test_clarify_waits_for_the_agent_then_shows_its_response_with_the_draft_intact(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     qid = web_agent.start(CHECKS)
 
@@ -419,9 +307,8 @@ def test_clarify_waits_for_the_agent_then_shows_its_response_with_the_draft_inta
 
 
 def test_cancel_asks_for_confirmation_in_an_accessible_dialog(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     qid = web_agent.start(TARGET)
 
@@ -449,9 +336,8 @@ def test_cancel_asks_for_confirmation_in_an_accessible_dialog(
 
 
 def test_a_reload_mid_multi_keeps_the_draft_and_other_tabs_stay_in_sync(
-    web_page: Page, web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     qid = web_agent.start(CHECKS)
 
@@ -460,7 +346,7 @@ def test_a_reload_mid_multi_keeps_the_draft_and_other_tabs_stay_in_sync(
     expect(page.locator("#draft-state")).to_have_text("Selections saved")  # echoed by the broker
 
     errors: list[str] = []
-    other_tab = _watch(web_context.new_page(), errors)
+    other_tab = watch(context.new_page(), errors)
     open_client(other_tab, web_broker.url, web_sid)
     expect(option(other_tab, "unit")).to_have_attribute("aria-pressed", "true")
     expect(option(other_tab, "lint")).to_have_attribute("aria-pressed", "true")
@@ -484,10 +370,10 @@ def test_a_reload_mid_multi_keeps_the_draft_and_other_tabs_stay_in_sync(
 
 
 def test_the_other_tab_is_told_who_answered_and_its_own_answers_are_not_told_back(
-    web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+    context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
     errors: list[str] = []
-    alice, bob = (_watch(web_context.new_page(), errors) for _ in range(2))
+    alice, bob = (watch(context.new_page(), errors) for _ in range(2))
     for page, sub in ((alice, "alice"), (bob, "bob")):
         page.goto(link(web_broker.url, web_sid, token(web_sid, "client", sub=sub)))
         expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
@@ -509,10 +395,9 @@ def test_the_other_tab_is_told_who_answered_and_its_own_answers_are_not_told_bac
 
 
 def test_error_frames_are_shown_as_readable_messages(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
     """Frames injected into the page's own connection make the real broker answer with errors."""
-    page = web_page
     sockets: list[Any] = []
     page.route_web_socket(re.compile(r"/v1/sessions/[^/]+/ws$"), lambda ws: sockets.append(ws.connect_to_server()))
     open_client(page, web_broker.url, web_sid)
@@ -564,9 +449,8 @@ def test_error_frames_are_shown_as_readable_messages(
 
 
 def test_the_cancel_dialog_closes_when_its_questionnaire_goes_and_never_cancels_the_next(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     first = web_agent.start(TARGET)
     expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
@@ -591,12 +475,12 @@ def test_the_cancel_dialog_closes_when_its_questionnaire_goes_and_never_cancels_
 
 
 def test_agent_text_keeps_its_line_breaks_and_never_scrolls_sideways_on_a_phone(
-    web_browser: Browser, web_broker: Any, web_sid: str, web_agent: Agent
+    chromium: Browser, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
     errors: list[str] = []
-    context = _new_context(web_browser, viewport={"width": 375, "height": 740})
+    context = new_context(chromium, viewport={"width": 375, "height": 740})
     try:
-        page = _watch(context.new_page(), errors)
+        page = watch(context.new_page(), errors)
         long_word = "Recompute_all_invoice_totals_from_the_append_only_event_log_first"
         question: dict[str, Any] = {  # no label: it defaults to the long id
             "id": "migrate_the_legacy_billing_service_to_the_new_event_store",
@@ -638,9 +522,8 @@ def test_agent_text_keeps_its_line_breaks_and_never_scrolls_sideways_on_a_phone(
 
 
 def test_an_empty_other_on_a_multi_question_is_not_shown_as_a_selection(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     open_client(page, web_broker.url, web_sid)
     web_agent.start(EXTRAS)
     other = page.locator("#other-open")
@@ -658,9 +541,8 @@ def test_an_empty_other_on_a_multi_question_is_not_shown_as_a_selection(
 
 
 def test_other_text_over_the_limit_on_a_multi_question_is_never_silently_dropped(
-    web_page: Page, web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     errors: list[str] = []
     open_client(page, web_broker.url, web_sid)
     qid = web_agent.start(EXTRAS)
@@ -680,7 +562,7 @@ def test_other_text_over_the_limit_on_a_multi_question_is_never_silently_dropped
     expect(option(page, "bench")).to_have_attribute("aria-pressed", "true")
     expect(state).to_have_text(re.compile("^Not saved"))
     # The broker still holds the last draft that fitted, text included: a new tab shows it.
-    other_tab = _watch(web_context.new_page(), errors)
+    other_tab = watch(context.new_page(), errors)
     open_client(other_tab, web_broker.url, web_sid)
     expect(other_tab.locator("#other-input")).to_have_value("Smoke test")
     expect(option(other_tab, "bench")).to_have_attribute("aria-pressed", "false")
@@ -705,10 +587,9 @@ def test_other_text_over_the_limit_on_a_multi_question_is_never_silently_dropped
 
 
 def test_losing_a_race_with_another_tab_shows_a_human_message(
-    web_page: Page, web_context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, context: BrowserContext, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
     """This tab's answer is held back until another tab has answered the same question."""
-    page = web_page
     held: list[tuple[WebSocketRoute, str]] = []
 
     def route(ws: WebSocketRoute) -> None:
@@ -726,7 +607,7 @@ def test_losing_a_race_with_another_tab_shows_a_human_message(
     open_client(page, web_broker.url, web_sid)
     qid = web_agent.start(TARGET, NOTIFY)
     errors: list[str] = []
-    other_tab = _watch(web_context.new_page(), errors)
+    other_tab = watch(context.new_page(), errors)
     open_client(other_tab, web_broker.url, web_sid)
 
     option(page, "staging").click()  # held back
@@ -749,9 +630,8 @@ def test_losing_a_race_with_another_tab_shows_a_human_message(
 
 
 def test_an_expired_link_says_so_and_offers_no_retry_that_cannot_work(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
-    page = web_page
     page.goto(link(web_broker.url, web_sid, token(web_sid, "client", ttl=5)))
     expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
     qid = web_agent.start(TARGET)
@@ -770,10 +650,9 @@ def test_an_expired_link_says_so_and_offers_no_retry_that_cannot_work(
 
 
 def test_a_questionnaire_that_ended_while_the_page_was_offline_is_explained(
-    web_page: Page, web_broker: Any, web_sid: str, web_agent: Agent
+    page: Page, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
     """The page is cut off; meanwhile the agent withdraws the questionnaire on screen."""
-    page = web_page
     down = {"now": False}
     links: list[WebSocketRoute] = []
 
@@ -827,8 +706,7 @@ def test_a_questionnaire_that_ended_while_the_page_was_offline_is_explained(
     )
 
 
-def test_a_page_without_a_usable_link_says_what_a_person_can_do(web_page: Page, web_broker: Any, web_sid: str) -> None:
-    page = web_page
+def test_a_page_without_a_usable_link_says_what_a_person_can_do(page: Page, web_broker: Any, web_sid: str) -> None:
     page.goto(web_broker.url + "/")
     expect(page.get_by_role("heading", name="Open the link you were sent")).to_be_visible()
     expect(page.locator("#setup-text")).to_contain_text("Open it from the link in the message")
@@ -869,9 +747,8 @@ def test_a_page_without_a_usable_link_says_what_a_person_can_do(web_page: Page, 
     ids=["garbage-4401", "agent-role-4401", "revoked-4401", "other-session-4403"],
 )
 def test_a_refused_token_gets_its_own_sentence_and_no_retry_that_cannot_work(
-    web_page: Page, web_broker: Any, web_sid: str, make_token: Any, title: str, pill: str, says: str
+    page: Page, web_broker: Any, web_sid: str, make_token: Any, title: str, pill: str, says: str
 ) -> None:
-    page = web_page
     sockets: list[str] = []
     page.on("websocket", lambda ws: sockets.append(ws.url))
     page.goto(link(web_broker.url, web_sid, make_token(web_broker.url, web_sid)))
@@ -885,21 +762,16 @@ def test_a_refused_token_gets_its_own_sentence_and_no_retry_that_cannot_work(
     assert len(sockets) == 1
 
 
-def test_the_page_reconnects_after_a_redis_backed_broker_restarts_and_continues(web_page: Page, web_sid: str) -> None:
-    page = web_page
+def test_the_page_reconnects_after_a_redis_backed_broker_restarts_and_continues(page: Page, web_sid: str) -> None:
     with redis_server() as redis:
         port = free_port()
         with broker(redis.url, port=port, client_wait=10, reconnect_grace=60) as first:
-            agent = Agent(first.url, web_sid)
-            try:
-                open_client(page, first.url, web_sid)
-                qid = agent.start(TARGET, CHECKS)
-                option(page, "staging").click()
-                expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
-                option(page, "unit").click()
-                expect(page.locator("#draft-state")).to_have_text("Selections saved")
-            finally:
-                agent.close()
+            open_client(page, first.url, web_sid)
+            qid = Agent(first.url, web_sid).start(TARGET, CHECKS)
+            option(page, "staging").click()
+            expect(page.locator("#progress-count")).to_have_text("Question 2 of 2")
+            option(page, "unit").click()
+            expect(page.locator("#draft-state")).to_have_text("Selections saved")
             first.stop()
         expect(page.locator("#conn")).to_have_attribute("data-state", re.compile("waiting|connecting|offline"))
         expect(page.locator("#offline-banner")).to_be_visible()
@@ -912,11 +784,7 @@ def test_the_page_reconnects_after_a_redis_backed_broker_restarts_and_continues(
             expect(option(page, "unit")).to_have_attribute("aria-pressed", "true")
             option(page, "e2e").click()
             page.locator("#continue").click()
-            agent = Agent(second.url, web_sid)
-            try:
-                details = agent.outcome(qid)
-            finally:
-                agent.close()
+            details = Agent(second.url, web_sid).outcome(qid)
     assert details["status"] == "completed"
     assert details["answers"] == [
         {"questionId": "deploy_target", "selectedOptionIds": ["staging"]},
@@ -925,18 +793,13 @@ def test_the_page_reconnects_after_a_redis_backed_broker_restarts_and_continues(
 
 
 def test_the_page_reconnects_after_a_memory_broker_restarts_and_waits_for_new_questions(
-    web_page: Page, web_sid: str
+    page: Page, web_sid: str
 ) -> None:
-    page = web_page
     port = free_port()
     with broker(port=port, client_wait=10) as first:
-        agent = Agent(first.url, web_sid)
-        try:
-            open_client(page, first.url, web_sid)
-            agent.start(TARGET)
-            expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
-        finally:
-            agent.close()
+        open_client(page, first.url, web_sid)
+        Agent(first.url, web_sid).start(TARGET)
+        expect(page.locator("#q-prompt")).to_have_text(TARGET["prompt"])
         first.stop()
     expect(page.locator("#conn")).to_have_attribute("data-state", re.compile("waiting|connecting|offline"))
     expect(page.locator("#conn")).to_contain_text(re.compile("retrying|reconnecting", re.IGNORECASE))
@@ -950,25 +813,22 @@ def test_the_page_reconnects_after_a_memory_broker_restarts_and_waits_for_new_qu
             "The questionnaire you were answering ended while this page was disconnected"
         )
         agent = Agent(second.url, web_sid)
-        try:
-            qid = agent.start(NOTIFY)
-            option(page, "nobody").click()
-            assert agent.outcome(qid)["answers"] == [{"questionId": "notify", "selectedOptionIds": ["nobody"]}]
-        finally:
-            agent.close()
+        qid = agent.start(NOTIFY)
+        option(page, "nobody").click()
+        assert agent.outcome(qid)["answers"] == [{"questionId": "notify", "selectedOptionIds": ["nobody"]}]
 
 
 def test_screenshot_of_a_multi_question_mid_answer_on_desktop_and_phone(
-    web_browser: Browser, web_broker: Any, web_sid: str, web_agent: Agent
+    chromium: Browser, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
     """Takes docs/screenshot-web.png: desktop in the light scheme, a phone in the dark one."""
     errors: list[str] = []
-    desktop_context = _new_context(web_browser, viewport={"width": 1040, "height": 1000}, color_scheme="light")
-    phone_context = _new_context(
-        web_browser, viewport=PHONE, color_scheme="dark", device_scale_factor=2, is_mobile=True, has_touch=True
+    desktop_context = new_context(chromium, viewport={"width": 1040, "height": 1000}, color_scheme="light")
+    phone_context = new_context(
+        chromium, viewport=PHONE, color_scheme="dark", device_scale_factor=2, is_mobile=True, has_touch=True
     )
     try:
-        desktop = _watch(desktop_context.new_page(), errors)
+        desktop = watch(desktop_context.new_page(), errors)
         open_client(desktop, web_broker.url, web_sid)
         checks = {**CHECKS, "allowOther": True}
         rollout = {
@@ -999,7 +859,7 @@ def test_screenshot_of_a_multi_question_mid_answer_on_desktop_and_phone(
         desktop_png = desktop.screenshot(full_page=True, animations="disabled")
 
         # A phone in the dark scheme on the same session: the draft, Other text included, syncs.
-        phone = _watch(phone_context.new_page(), errors)
+        phone = watch(phone_context.new_page(), errors)
         open_client(phone, web_broker.url, web_sid)
         expect(option(phone, "e2e")).to_have_attribute("aria-pressed", "true")
         expect(phone.locator("#other-input")).to_have_value("Smoke test on the canary")
@@ -1012,7 +872,7 @@ def test_screenshot_of_a_multi_question_mid_answer_on_desktop_and_phone(
         phone.evaluate("window.scrollTo(0, document.querySelector('.clarifications').offsetTop - 70)")
         phone_png = phone.screenshot(animations="disabled")
 
-        compose_screenshots(web_browser, desktop_png, phone_png, SCREENSHOT)
+        compose_screenshots(chromium, desktop_png, phone_png, SCREENSHOT)
         assert SCREENSHOT.stat().st_size > 20_000
     finally:
         desktop_context.close()
@@ -1031,10 +891,10 @@ SHORT_DESKTOP = {"width": 1100, "height": 520}
 
 
 def test_the_answers_sent_toast_never_covers_the_footer(
-    web_browser: Browser, web_broker: Any, web_sid: str, web_agent: Agent
+    chromium: Browser, web_broker: Any, web_sid: str, web_agent: Agent
 ) -> None:
     for viewport in (DESKTOP, PHONE, SHORT_DESKTOP):
-        context = _new_context(web_browser, viewport=viewport)
+        context = new_context(chromium, viewport=viewport)
         try:
             page = context.new_page()
             open_client(page, web_broker.url, web_sid)

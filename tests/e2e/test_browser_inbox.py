@@ -7,27 +7,22 @@ Each test takes a fresh prefix (``inbox-<hex>:``) and a client token for the pat
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from typing import Any
 
-import httpx
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, compose_screenshots
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, need, revoked_token, token
+from tests.helpers.agent_http import ask, outcome
+from tests.helpers.browser import compose_screenshots, new_context
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, revoked_token, token
 from tests.helpers.samples import REVIEWER, TARGET, TONE, new_sid
 
 pytestmark = pytest.mark.browser
 
-TIMEOUT_MS = 10_000
-DESKTOP = {"width": 1100, "height": 900}
 PHONE = {"width": 375, "height": 760}
 PHONE_390 = {"width": 390, "height": 844}
 SCREENSHOT = REPO_ROOT / "docs" / "screenshot-inbox.png"
-
-expect.set_options(timeout=TIMEOUT_MS)
 
 # A stand-in for the browser's Notification API, so that the test sees what the page asks
 # and shows; and a tab the test can hide, as a person switching tabs does.
@@ -72,42 +67,11 @@ CHECKS_WITH_OTHER: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def inbox_browser() -> Iterator[Browser]:
-    need(os.path.exists(CHROMIUM), f"Debian chromium is not installed at {CHROMIUM}")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=30_000
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture(scope="module")
 def inbox_broker() -> Iterator[BrokerProcess]:
     # The questionnaires are asked before the inbox opens (an open inbox holds them, protocol.md,
     # "When nobody is there"), and a loaded machine may take seconds to open it.
     with broker(client_wait=120, reconnect_grace=120) as process:
         yield process
-
-
-def new_context(browser: Browser, **options: Any) -> BrowserContext:
-    context = browser.new_context(**{"viewport": DESKTOP, **options})
-    context.set_default_timeout(TIMEOUT_MS)
-    context.set_default_navigation_timeout(TIMEOUT_MS)
-    return context
-
-
-@pytest.fixture
-def inbox_page(inbox_browser: Browser) -> Iterator[Page]:
-    context = new_context(inbox_browser)
-    errors: list[str] = []
-    page = context.new_page()
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
-    context.close()
-    assert errors == [], f"uncaught errors in the page: {errors}"
 
 
 @pytest.fixture
@@ -116,31 +80,6 @@ def prefix() -> str:
 
 
 # --- the agents and the person -----------------------------------------------------------
-
-
-def ask(base_url: str, sid: str, *questions: dict[str, Any], sub: str = "build-bot") -> str:
-    """An agent (its token held by ``sub``) asks in ``sid`` without waiting."""
-    response = httpx.post(
-        f"{base_url}/v1/sessions/{sid}/questionnaire",
-        params={"wait": 0},
-        json={"action": "start", "questions": list(questions)},
-        headers={"Authorization": f"Bearer {token(sid, 'agent', sub=sub)}"},
-        timeout=10,
-    )
-    assert response.status_code == 202, response.text
-    return str(response.json()["questionnaireId"])
-
-
-def outcome(base_url: str, sid: str, qid: str, wait: float = 10) -> dict[str, Any]:
-    response = httpx.get(
-        f"{base_url}/v1/sessions/{sid}/questionnaires/{qid}",
-        params={"wait": wait},
-        headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
-        timeout=wait + 10,
-    )
-    assert response.status_code == 200, response.text
-    details: dict[str, Any] = response.json()["details"]
-    return details
 
 
 def open_inbox(page: Page, base_url: str, prefix: str) -> None:
@@ -169,9 +108,9 @@ def no_sideways_scroll(page: Page) -> bool:
 
 
 def test_two_sessions_are_listed_one_is_answered_in_place_and_the_other_stays(
-    inbox_page: Page, inbox_broker: BrokerProcess, prefix: str
+    page: Page, inbox_broker: BrokerProcess, prefix: str
 ) -> None:
-    page, url = inbox_page, inbox_broker.url
+    url = inbox_broker.url
     build, review = prefix + "build", prefix + "review"
     elsewhere = new_sid("elsewhere")  # not covered by the token: never listed
     open_inbox(page, url, prefix)
@@ -234,9 +173,9 @@ def test_two_sessions_are_listed_one_is_answered_in_place_and_the_other_stays(
 
 
 def test_notifications_are_asked_for_once_from_the_button_and_raised_in_a_hidden_tab(
-    inbox_browser: Browser, inbox_broker: BrokerProcess, prefix: str
+    chromium: Browser, inbox_broker: BrokerProcess, prefix: str
 ) -> None:
-    context = new_context(inbox_browser)
+    context = new_context(chromium)
     try:
         context.add_init_script(NOTIFICATION_STUB)
         page = context.new_page()
@@ -278,9 +217,9 @@ def test_notifications_are_asked_for_once_from_the_button_and_raised_in_a_hidden
 
 
 def test_a_browser_that_already_allows_notifications_is_not_asked(
-    inbox_browser: Browser, inbox_broker: BrokerProcess, prefix: str
+    chromium: Browser, inbox_broker: BrokerProcess, prefix: str
 ) -> None:
-    context = new_context(inbox_browser)
+    context = new_context(chromium)
     try:
         context.grant_permissions(["notifications"], origin=inbox_broker.url)
         page = context.new_page()
@@ -292,9 +231,9 @@ def test_a_browser_that_already_allows_notifications_is_not_asked(
 
 
 def test_the_token_is_remembered_only_when_asked_and_forgotten_on_request(
-    inbox_page: Page, inbox_broker: BrokerProcess, prefix: str
+    page: Page, inbox_broker: BrokerProcess, prefix: str
 ) -> None:
-    page, url = inbox_page, inbox_broker.url
+    url = inbox_broker.url
     open_inbox(page, url, prefix)
     assert page.evaluate("window.localStorage.length") == 0, "nothing is kept unless asked"
     page.goto(url + "/")
@@ -319,9 +258,9 @@ def test_the_token_is_remembered_only_when_asked_and_forgotten_on_request(
 
 
 def test_the_keyboard_alone_goes_from_the_list_to_an_answer_and_back(
-    inbox_page: Page, inbox_broker: BrokerProcess, prefix: str
+    page: Page, inbox_broker: BrokerProcess, prefix: str
 ) -> None:
-    page, url = inbox_page, inbox_broker.url
+    url = inbox_broker.url
     open_inbox(page, url, prefix)
     ask(url, prefix + "one", TARGET)
     ask(url, prefix + "two", REVIEWER)
@@ -358,8 +297,8 @@ def test_the_keyboard_alone_goes_from_the_list_to_an_answer_and_back(
     expect(page.locator("#inbox-offer-text")).to_have_text(f"Next waiting: Changelog tone, session {prefix}three.")
 
 
-def test_the_inbox_fits_a_375_px_phone(inbox_browser: Browser, inbox_broker: BrokerProcess, prefix: str) -> None:
-    context = new_context(inbox_browser, viewport=PHONE, is_mobile=True, has_touch=True)
+def test_the_inbox_fits_a_375_px_phone(chromium: Browser, inbox_broker: BrokerProcess, prefix: str) -> None:
+    context = new_context(chromium, viewport=PHONE, is_mobile=True, has_touch=True)
     try:
         page = context.new_page()
         url = inbox_broker.url
@@ -387,12 +326,12 @@ def test_the_inbox_fits_a_375_px_phone(inbox_browser: Browser, inbox_broker: Bro
         context.close()
 
 
-def test_screenshot_of_the_inbox_on_desktop_and_phone(inbox_browser: Browser, inbox_broker: BrokerProcess) -> None:
+def test_screenshot_of_the_inbox_on_desktop_and_phone(chromium: Browser, inbox_broker: BrokerProcess) -> None:
     """Takes docs/screenshot-inbox.png: three agents' questionnaires, one waiting for an agent."""
     url, prefix = inbox_broker.url, "alice:"  # the only test of this broker with these sessions
-    desktop_context = new_context(inbox_browser, viewport={"width": 1040, "height": 760}, color_scheme="light")
+    desktop_context = new_context(chromium, viewport={"width": 1040, "height": 760}, color_scheme="light")
     phone_context = new_context(
-        inbox_browser,
+        chromium,
         viewport={"width": 390, "height": 844},
         color_scheme="dark",
         device_scale_factor=2,
@@ -426,7 +365,7 @@ def test_screenshot_of_the_inbox_on_desktop_and_phone(inbox_browser: Browser, in
         expect(items(phone)).to_have_count(3)
         assert no_sideways_scroll(phone)
         phone_png = phone.screenshot(animations="disabled")
-        compose_screenshots(inbox_browser, desktop_png, phone_png, SCREENSHOT)
+        compose_screenshots(chromium, desktop_png, phone_png, SCREENSHOT)
         assert SCREENSHOT.stat().st_size > 20_000
     finally:
         desktop_context.close()
@@ -443,9 +382,8 @@ def test_screenshot_of_the_inbox_on_desktop_and_phone(inbox_browser: Browser, in
     ids=["expired", "revoked", "agent-role"],
 )
 def test_the_inbox_gives_a_refused_token_its_own_sentence_and_no_dead_retry(
-    inbox_page: Page, inbox_broker: BrokerProcess, prefix: str, make_token: Any, title: str, pill: str
+    page: Page, inbox_broker: BrokerProcess, prefix: str, make_token: Any, title: str, pill: str
 ) -> None:
-    page = inbox_page
     refused = make_token(inbox_broker.url, prefix + "*")
     if pill == "Link expired":
         page.wait_for_timeout(1500)  # the token's one second runs out (the scenario, not a sync)
@@ -457,11 +395,11 @@ def test_the_inbox_gives_a_refused_token_its_own_sentence_and_no_dead_retry(
 
 
 def test_a_question_answered_from_the_inbox_on_a_390_px_phone_shows_its_session_and_agent(
-    inbox_browser: Browser, inbox_broker: BrokerProcess, prefix: str
+    chromium: Browser, inbox_broker: BrokerProcess, prefix: str
 ) -> None:
     """The phone's header keeps the session and the asking agent; a touch screen is told
     nothing about keys it does not have."""
-    context = new_context(inbox_browser, viewport=PHONE_390, is_mobile=True, has_touch=True)
+    context = new_context(chromium, viewport=PHONE_390, is_mobile=True, has_touch=True)
     try:
         page = context.new_page()
         url, sid = inbox_broker.url, prefix + "release"

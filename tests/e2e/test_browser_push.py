@@ -27,15 +27,13 @@ from typing import Any
 
 import httpx
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Browser, Page, expect
 
-from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
-from tests.helpers.processes import BrokerProcess, broker, need, token
+from tests.helpers.browser import new_context
+from tests.helpers.processes import BrokerProcess, broker, token
 from tests.helpers.push_service import Device, PushService, push_service
 from tests.helpers.samples import new_sid, single, start_body
 from tests.helpers.waiting import wait_until
-
-TIMEOUT_MS = 15_000
 
 # The page's PushManager, stood in for (see above): subscribe() hands out the device the test
 # made (window.__pushDevice), getSubscription() what was subscribed on this page so far.
@@ -78,19 +76,6 @@ def push_broker() -> Iterator[tuple[BrokerProcess, PushService]]:
             yield process, service
 
 
-@pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    need(os.path.exists(CHROMIUM), f"Debian chromium is not installed at {CHROMIUM}")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=30_000
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
 def _device_for_page(device: Device) -> dict[str, Any]:
     subscription = device.subscription()
     return {"endpoint": subscription["endpoint"], "keys": subscription["keys"]}
@@ -102,8 +87,7 @@ def test_notify_me_subscribes_and_a_push_shows_a_notification(
     process, service = push_broker
     sid = new_sid("pushed")
     device = service.device("chromium")
-    context = chromium.new_context()
-    context.set_default_timeout(TIMEOUT_MS)
+    context = new_context(chromium)
     context.grant_permissions(["notifications"], origin=process.url)
     context.add_init_script(f"window.__pushDevice = {json.dumps(_device_for_page(device))};")
     context.add_init_script(PUSH_MANAGER_STUB)

@@ -7,22 +7,19 @@ keyboard; nothing reaches the broker until the person chooses to send.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from playwright.sync_api import Browser, Page, expect, sync_playwright
+from playwright.sync_api import Page, expect
 
-from tests.e2e.test_browser import DESKTOP, TIMEOUT_MS, Agent, open_client, option
-from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
-from tests.helpers.processes import broker, need
+from tests.e2e.test_browser import open_client, option
+from tests.helpers.agent_http import Agent
+from tests.helpers.processes import broker
 from tests.helpers.samples import new_sid
 
 pytestmark = pytest.mark.browser
-
-expect.set_options(timeout=TIMEOUT_MS)
 
 # Fabricated, and put together here so that no secret scanner flags this file.
 TOKEN = "ghp_" + "Zr4mQ8vNc2Lx7Tb1Wk9Hs3Jd6Fp0Ya5GeR2u"
@@ -46,46 +43,23 @@ CHECKS: dict[str, Any] = {
 
 
 @pytest.fixture(scope="module")
-def secrets_browser() -> Iterator[Browser]:
-    need(os.path.exists(CHROMIUM), f"Debian chromium is not installed at {CHROMIUM}")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=30_000
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture(scope="module")
 def secrets_broker() -> Iterator[Any]:
     with broker(client_wait=10, reconnect_grace=30) as process:
         yield process
 
 
 @pytest.fixture
-def secrets_page(secrets_browser: Browser) -> Iterator[Page]:
-    viewport: Any = DESKTOP  # (a plain dict: Playwright's type for it is a TypedDict)
-    context = secrets_browser.new_context(viewport=viewport)
-    context.set_default_timeout(TIMEOUT_MS)
-    errors: list[str] = []
-    page = context.new_page()
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    # Every frame the page sends, to show what did (and did not) leave it.
+def secrets_page(page: Page) -> Page:
+    """The conftest's page, keeping every frame it sends, to show what did (and did not) leave it."""
     sent: list[str] = []
     page.on("websocket", lambda ws: ws.on("framesent", lambda payload: sent.append(str(payload))))
     page.sent = sent  # type: ignore[attr-defined]
-    yield page
-    context.close()
-    assert errors == [], f"uncaught errors in the page: {errors}"
+    return page
 
 
 @pytest.fixture
-def secrets_agent(secrets_broker: Any) -> Iterator[Agent]:
-    agent = Agent(secrets_broker.url, new_sid("web-secret"))
-    yield agent
-    agent.close()
+def secrets_agent(secrets_broker: Any) -> Agent:
+    return Agent(secrets_broker.url, new_sid("web-secret"))
 
 
 def _sent(page: Page) -> str:

@@ -21,9 +21,10 @@ from websockets.sync.client import connect
 from websockets.typing import Subprotocol
 
 from clients.tui.text import cells
+from tests.helpers.agent_http import ask, outcome, resume
 from tests.helpers.ansi_png import render_png
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, redis_server, token
-from tests.helpers.samples import new_sid
+from tests.helpers.samples import TARGET, new_sid
 from tests.helpers.terminal import WIDTH, Terminal, terminal
 from tests.helpers.waiting import wait_until
 
@@ -62,55 +63,6 @@ def open_tui(term: Terminal, process: BrokerProcess, sid: str, **env: str) -> No
     term.wait_for("Waiting for questions", "● connected")
 
 
-# --- the agent side ---------------------------------------------------------------------
-
-
-def start(process: BrokerProcess, sid: str, *questions: dict[str, Any]) -> str:
-    response = httpx.post(
-        f"{process.url}/v1/sessions/{sid}/questionnaire",
-        params={"wait": 0},
-        json={"action": "start", "questions": list(questions)},
-        headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
-        timeout=10,
-    )
-    assert response.status_code == 202, response.text
-    return str(response.json()["questionnaireId"])
-
-
-def outcome(process: BrokerProcess, sid: str, qid: str, wait: float = 15) -> dict[str, Any]:
-    response = httpx.get(
-        f"{process.url}/v1/sessions/{sid}/questionnaires/{qid}",
-        params={"wait": wait},
-        headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
-        timeout=wait + 10,
-    )
-    assert response.status_code == 200, response.text
-    return dict(response.json())
-
-
-def resume(process: BrokerProcess, sid: str, qid: str, revision: int, text: str) -> None:
-    response = httpx.post(
-        f"{process.url}/v1/sessions/{sid}/questionnaire",
-        params={"wait": 0},
-        json={"action": "resume", "questionnaireId": qid, "revision": revision, "clarificationResponse": text},
-        headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
-        timeout=10,
-    )
-    assert response.status_code == 202, response.text
-
-
-TARGET = {
-    "id": "deploy_target",
-    "label": "Target",
-    "prompt": "Which environment should this release go to?",
-    "type": "single",
-    "options": [
-        {"id": "staging", "label": "Staging"},
-        {"id": "production", "label": "Production", "description": "Requires an approved release window"},
-    ],
-    "allowOther": False,
-}
-
 CHECKS = {
     "id": "checks",
     "label": "Pre-flight checks",
@@ -135,7 +87,7 @@ NAME = {
 
 
 def answers(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
-    return {a["questionId"]: a for a in result["details"]["answers"]}
+    return {a["questionId"]: a for a in result["answers"]}
 
 
 # --- the paths --------------------------------------------------------------------------
@@ -144,15 +96,15 @@ def answers(result: dict[str, Any]) -> dict[str, dict[str, Any]]:
 def test_single_question_is_answered_with_enter(terminal: Terminal, live: BrokerProcess) -> None:
     sid = session_id()
     open_tui(terminal, live, sid)
-    qid = start(live, sid, TARGET, NAME)
+    qid = ask(live.url, sid, TARGET, NAME)
     screen = terminal.wait_for("Question 1 of 2", "❯ Staging", "Requires an approved release window")
     assert "● Target" in screen and "○ Codename" in screen
     terminal.keys("Down", "Enter")
     screen = terminal.wait_for("Question 2 of 2", "✓ Target", "❯ Aurora")
     terminal.keys("Enter")
     terminal.wait_for("Questionnaire completed", "Waiting for questions")
-    result = outcome(live, sid, qid)
-    assert result["details"]["status"] == "completed"
+    result = outcome(live.url, sid, qid)
+    assert result["status"] == "completed"
     assert answers(result)["deploy_target"]["selectedOptionIds"] == ["production"]
     assert answers(result)["codename"]["selectedOptionIds"] == ["aurora"]
 
@@ -193,15 +145,15 @@ def test_who_answered_on_another_screen_is_shown_and_its_own_answers_are_not(
     sid = session_id()
     terminal.start(tui_argv(live, sid, token(sid, "client", sub="bob")))
     terminal.wait_for("Waiting for questions", "● connected")
-    first = start(live, sid, TARGET, NAME)
+    first = ask(live.url, sid, TARGET, NAME)
     terminal.wait_for("Question 1 of 2")
     answer_elsewhere(live, sid, "alice", "staging")
     terminal.wait_for("Question 2 of 2", "Question 1 was answered by alice in the browser.")
     terminal.keys("Enter")
     terminal.wait_for("Questionnaire completed — your answers were sent to the agent.")
-    assert outcome(live, sid, first)["details"]["status"] == "completed"
+    assert outcome(live.url, sid, first)["status"] == "completed"
 
-    start(live, sid, NAME)
+    ask(live.url, sid, NAME)
     terminal.wait_for("Question 1 of 1")
     answer_elsewhere(live, sid, "alice", "borealis")
     terminal.wait_for("Questionnaire completed — answered by alice in the browser.", "Waiting for questions")
@@ -210,7 +162,7 @@ def test_who_answered_on_another_screen_is_shown_and_its_own_answers_are_not(
 def test_multi_question_explains_unmet_bounds(terminal: Terminal, live: BrokerProcess) -> None:
     sid = session_id()
     open_tui(terminal, live, sid)
-    qid = start(live, sid, CHECKS)
+    qid = ask(live.url, sid, CHECKS)
     terminal.wait_for("choose 1–2", "[ ] Unit tests")
     terminal.keys("Enter")
     terminal.wait_for("Choose at least 1 (you have 0)")
@@ -220,14 +172,14 @@ def test_multi_question_explains_unmet_bounds(terminal: Terminal, live: BrokerPr
     terminal.wait_for("You can choose at most 2")
     terminal.keys("Enter")
     terminal.wait_for("Questionnaire completed")
-    result = outcome(live, sid, qid)
+    result = outcome(live.url, sid, qid)
     assert answers(result)["checks"]["selectedOptionIds"] == ["unit", "lint"]
 
 
 def test_other_answer_is_typed_trimmed_and_sent(terminal: Terminal, live: BrokerProcess) -> None:
     sid = session_id()
     open_tui(terminal, live, sid)
-    qid = start(live, sid, NAME)
+    qid = ask(live.url, sid, NAME)
     terminal.wait_for("❯ Aurora", "Other…")
     terminal.keys("Down", "Down", "Enter")
     terminal.wait_for("Your own answer", "0/2000")
@@ -235,7 +187,7 @@ def test_other_answer_is_typed_trimmed_and_sent(terminal: Terminal, live: Broker
     terminal.wait_for("Nordlicht 北極光")
     terminal.keys("Enter")
     terminal.wait_for("Questionnaire completed")
-    answer = answers(outcome(live, sid, qid))["codename"]
+    answer = answers(outcome(live.url, sid, qid))["codename"]
     assert answer["selectedOptionIds"] == []
     assert answer["other"] == "Nordlicht 北極光 ✨"
 
@@ -243,7 +195,7 @@ def test_other_answer_is_typed_trimmed_and_sent(terminal: Terminal, live: Broker
 def test_clarify_then_resume_shows_the_agents_response(terminal: Terminal, live: BrokerProcess) -> None:
     sid = session_id()
     open_tui(terminal, live, sid)
-    qid = start(live, sid, CHECKS)
+    qid = ask(live.url, sid, CHECKS)
     terminal.wait_for("[ ] Unit tests")
     terminal.keys("Space")  # a toggle in progress survives the clarification
     terminal.wait_for("[✓] Unit tests")
@@ -257,24 +209,24 @@ def test_clarify_then_resume_shows_the_agents_response(terminal: Terminal, live:
     terminal.type(" tests take?")
     terminal.keys("Enter")
     terminal.wait_for("Waiting for the agent", "How long do end-to-end tests take?")
-    result = outcome(live, sid, qid)
-    assert result["details"]["status"] == "needs_clarification"
-    revision = result["details"]["revision"]
-    resume(live, sid, qid, revision, "About twelve minutes on the staging cluster.")
+    result = outcome(live.url, sid, qid)
+    assert result["status"] == "needs_clarification"
+    revision = result["revision"]
+    resume(live.url, sid, qid, revision, "About twelve minutes on the staging cluster.")
     # Back on the first chosen option (not on "Ask to clarify…"), so Enter would continue.
     screen = terminal.wait_for("About twelve minutes on the staging cluster.", "❯ [✓] Unit tests", "Enter continue")
     assert "Agent" in screen and "You asked" in screen
     terminal.keys("Down", "Space", "Enter")
     terminal.wait_for("Questionnaire completed")
-    done = outcome(live, sid, qid)
+    done = outcome(live.url, sid, qid)
     assert answers(done)["checks"]["selectedOptionIds"] == ["unit", "e2e"]
-    assert done["details"]["clarifications"][0]["response"].startswith("About twelve")
+    assert done["clarifications"][0]["response"].startswith("About twelve")
 
 
 def test_escape_cancels_only_after_confirmation(terminal: Terminal, live: BrokerProcess) -> None:
     sid = session_id()
     open_tui(terminal, live, sid)
-    qid = start(live, sid, TARGET)
+    qid = ask(live.url, sid, TARGET)
     terminal.wait_for("❯ Staging")
     terminal.keys("Escape")
     terminal.wait_for("Cancel this questionnaire?")
@@ -291,9 +243,9 @@ def test_escape_cancels_only_after_confirmation(terminal: Terminal, live: Broker
     terminal.wait_for("Cancel this questionnaire?")
     terminal.keys("y")
     terminal.wait_for("Questionnaire cancelled", "Waiting for questions")
-    result = outcome(live, sid, qid)
-    assert result["details"]["status"] == "cancelled"
-    assert result["details"]["cancellationReason"] == "user_cancelled"
+    result = outcome(live.url, sid, qid)
+    assert result["status"] == "cancelled"
+    assert result["cancellationReason"] == "user_cancelled"
 
 
 def test_ctrl_c_exits_cleanly_and_restores_the_terminal(terminal: Terminal, live: BrokerProcess) -> None:
@@ -342,7 +294,7 @@ def test_unicode_labels_line_up_in_80_columns(terminal: Terminal, live: BrokerPr
         "type": "multi",
         "options": [{"id": f"l{i}", "label": label} for i, label in enumerate(labels)],
     }
-    start(live, sid, question)
+    ask(live.url, sid, question)
     screen = terminal.wait_for("[ ] 日本語のラベル", "[ ] Emoji 🎉 launch", "[ ] 한국어 옵션")
     terminal.keys("Space", "Down", "Space")
     screen = terminal.wait_for("[✓] Emoji 🎉 launch")
@@ -361,7 +313,7 @@ def test_reconnects_after_a_broker_restart_with_state_intact(terminal: Terminal)
     with redis_server() as redis, broker(redis.url, client_wait=10, reconnect_grace=60) as process:
         sid = session_id()
         open_tui(terminal, process, sid)
-        qid = start(process, sid, CHECKS)
+        qid = ask(process.url, sid, CHECKS)
         terminal.wait_for("[ ] Lint and types")
         terminal.keys("Down", "Down", "Space")
         terminal.wait_for("[✓] Lint and types", "1 selected")
@@ -375,14 +327,14 @@ def test_reconnects_after_a_broker_restart_with_state_intact(terminal: Terminal)
         terminal.wait_gone("Not connected")  # with no key pressed: the welcome ends that notice
         terminal.keys("Enter")
         terminal.wait_for("Questionnaire completed")
-        assert answers(outcome(process, sid, qid))["checks"]["selectedOptionIds"] == ["lint"]
+        assert answers(outcome(process.url, sid, qid))["checks"]["selectedOptionIds"] == ["lint"]
 
 
 def test_a_questionnaire_lost_in_a_broker_restart_is_explained(terminal: Terminal) -> None:
     with broker(client_wait=10, reconnect_grace=60) as process:  # a memory store: a restart forgets
         sid = session_id()
         open_tui(terminal, process, sid)
-        start(process, sid, TARGET)
+        ask(process.url, sid, TARGET)
         terminal.wait_for("❯ Staging")
         process.stop()
         terminal.wait_for("offline", "Answers already sent are saved by the broker")
@@ -419,7 +371,7 @@ def test_a_long_prompt_and_reply_are_read_with_page_down(terminal: Terminal, liv
     prompt = " ".join(f"Sentence {i} of the prompt adds one more detail to read." for i in range(1, 33))
     reply = " ".join(f"Reply {i} explains the staging cluster a little more." for i in range(1, 20))
     assert len(prompt) > 1750 and 990 < len(reply) <= 1000  # the seed's limit
-    qid = start(live, sid, dict(TARGET, prompt=prompt))
+    qid = ask(live.url, sid, dict(TARGET, prompt=prompt))
     screen = terminal.wait_for("Sentence 1 of", "more lines · PgDn", "PgUp/PgDn read", "❯ Staging")
     assert "Sentence 32 of" not in screen
     seen = screen + _page_down_until(terminal, "Sentence 32 of", "❯ Staging")
@@ -431,14 +383,14 @@ def test_a_long_prompt_and_reply_are_read_with_page_down(terminal: Terminal, liv
     terminal.type("What is staging?")
     terminal.keys("Enter")
     terminal.wait_for("Waiting for the agent")
-    resume(live, sid, qid, outcome(live, sid, qid)["details"]["revision"], reply)
+    resume(live.url, sid, qid, outcome(live.url, sid, qid)["revision"], reply)
     seen = terminal.wait_for("You asked  What is staging?", "Reply 1 explains", "❯ Staging")  # shown at its start
     seen += _page_down_until(terminal, "Reply 19 explains", "❯ Staging")
     joined = " ".join(seen.split())
     assert all(f"Reply {i} explains" in joined for i in range(1, 20)), seen
     terminal.keys("Enter")
     terminal.wait_for("Questionnaire completed")
-    assert answers(outcome(live, sid, qid))["deploy_target"]["selectedOptionIds"] == ["staging"]
+    assert answers(outcome(live.url, sid, qid))["deploy_target"]["selectedOptionIds"] == ["staging"]
 
 
 def test_sixty_columns_show_every_question_mark_or_an_ellipsis_and_whole_options(terminal: Terminal) -> None:
@@ -456,7 +408,7 @@ def test_sixty_columns_show_every_question_mark_or_an_ellipsis_and_whole_options
             ],
         )
         others = [dict(NAME, id=f"q{i}", label=f"Question {i}") for i in range(2, 21)]
-        start(process, sid, first, *others)
+        ask(process.url, sid, first, *others)
         screen = terminal.wait_for("Question 1 of 20", "❯ Staging")
         progress = screen.split("\n")[1]
         assert progress.rstrip().endswith("…") and progress.count("○") < 19, progress
@@ -485,7 +437,7 @@ def test_screenshot(terminal: Terminal, live: BrokerProcess) -> None:
         ],
         maxSelections=3,
     )
-    qid = start(live, sid, TARGET, checks, NAME)
+    qid = ask(live.url, sid, TARGET, checks, NAME)
     terminal.wait_for("❯ Staging")
     terminal.keys("Enter")
     terminal.wait_for("[ ] Unit tests")
@@ -493,8 +445,8 @@ def test_screenshot(terminal: Terminal, live: BrokerProcess) -> None:
     terminal.type("Do the end-to-end tests need the staging cluster?")
     terminal.keys("Enter")
     terminal.wait_for("Waiting for the agent")
-    revision = outcome(live, sid, qid)["details"]["revision"]
-    resume(live, sid, qid, revision, "No — each test starts its own broker on 127.0.0.1.")
+    revision = outcome(live.url, sid, qid)["revision"]
+    resume(live.url, sid, qid, revision, "No — each test starts its own broker on 127.0.0.1.")
     terminal.wait_for("its own broker on 127.0.0.1.", "[✓] Unit tests")
     terminal.keys("Home", "Down", "Space")
     terminal.wait_for("[✓] End-to-end tests", "2 selected")

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterator
-from typing import Any
 
-import httpx
 import pytest
 
+from tests.helpers.agent_http import ask, outcome
 from tests.helpers.ansi_png import render_png
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
 from tests.helpers.samples import REVIEWER, TARGET, TONE, new_sid
@@ -42,30 +41,6 @@ def inbox_argv(process: BrokerProcess, client_token: str) -> list[str]:
     return [sys.executable, "-m", "qbroker.cli", "tui", "--url", process.url, "--inbox", "--token", client_token]
 
 
-def ask(process: BrokerProcess, sid: str, *questions: dict[str, Any], sub: str = "build-bot") -> str:
-    response = httpx.post(
-        f"{process.url}/v1/sessions/{sid}/questionnaire",
-        params={"wait": 0},
-        json={"action": "start", "questions": list(questions)},
-        headers={"Authorization": f"Bearer {token(sid, 'agent', sub=sub)}"},
-        timeout=10,
-    )
-    assert response.status_code == 202, response.text
-    return str(response.json()["questionnaireId"])
-
-
-def outcome(process: BrokerProcess, sid: str, qid: str, wait: float = 15) -> dict[str, Any]:
-    response = httpx.get(
-        f"{process.url}/v1/sessions/{sid}/questionnaires/{qid}",
-        params={"wait": wait},
-        headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
-        timeout=wait + 10,
-    )
-    assert response.status_code == 200, response.text
-    details: dict[str, Any] = response.json()["details"]
-    return details
-
-
 def open_inbox(term: Terminal, process: BrokerProcess, prefix: str, **env: str) -> None:
     term.start(inbox_argv(process, token(prefix + "*", "client")), env=env)
     term.wait_for("● connected", "inbox · 0 waiting", "Nothing is waiting for you")
@@ -76,9 +51,9 @@ def test_the_inbox_lists_two_sessions_answers_one_and_comes_back_to_the_other(
 ) -> None:
     build, review = prefix + "build", prefix + "review"
     open_inbox(terminal, live, prefix)
-    first = ask(live, build, TARGET, TONE, sub="build-bot")
-    second = ask(live, review, REVIEWER, sub="review-bot")
-    ask(live, new_sid("elsewhere"), TARGET)  # not covered by the token
+    first = ask(live.url, build, TARGET, TONE, sub="build-bot")
+    second = ask(live.url, review, REVIEWER, sub="review-bot")
+    ask(live.url, new_sid("elsewhere"), TARGET)  # not covered by the token
     screen = terminal.wait_for("inbox · 2 waiting", "Reviewer", "Target")
     assert screen.index("Target") < screen.index("Reviewer"), "oldest first"
     assert "❯ Target" in screen and "build-bot" in screen and "question 1 of 2" in screen
@@ -91,7 +66,7 @@ def test_the_inbox_lists_two_sessions_answers_one_and_comes_back_to_the_other(
     terminal.keys("Enter")
     screen = terminal.wait_for("✓ Answers sent. Next: Reviewer", "inbox · 1 waiting")
     assert "❯ Reviewer" in screen and build not in screen
-    details = outcome(live, build, first)
+    details = outcome(live.url, build, first)
     assert details["status"] == "completed"
     assert [a["selectedOptionIds"] for a in details["answers"]] == [["production"], ["plain"]]
 
@@ -104,7 +79,7 @@ def test_the_inbox_lists_two_sessions_answers_one_and_comes_back_to_the_other(
     terminal.wait_for("❯ Ana (platform)")
     terminal.keys("Down", "Enter")
     terminal.wait_for("Answers sent. Nothing else is waiting for you.", "inbox · 0 waiting")
-    assert outcome(live, review, second)["answers"] == [{"questionId": "reviewer", "selectedOptionIds": ["bo"]}]
+    assert outcome(live.url, review, second)["answers"] == [{"questionId": "reviewer", "selectedOptionIds": ["bo"]}]
     terminal.keys("C-c")
     assert terminal.exit_status() == 0
 
@@ -113,16 +88,16 @@ def test_a_new_questionnaire_appears_while_the_list_is_open(
     terminal: Terminal, live: BrokerProcess, prefix: str
 ) -> None:
     open_inbox(terminal, live, prefix)
-    ask(live, prefix + "one", TARGET)
+    ask(live.url, prefix + "one", TARGET)
     terminal.wait_for("inbox · 1 waiting", "❯ Target")
-    ask(live, prefix + "two", REVIEWER, sub="review-bot")
+    ask(live.url, prefix + "two", REVIEWER, sub="review-bot")
     screen = terminal.wait_for("inbox · 2 waiting", f"New: Reviewer in {prefix}two")
     assert "❯ Target" in screen, "the highlight stays where it was"
 
 
 def test_a_token_for_one_session_lists_that_session_alone(terminal: Terminal, live: BrokerProcess, prefix: str) -> None:
-    ask(live, prefix + "other", REVIEWER)
-    ask(live, prefix + "only", TARGET)
+    ask(live.url, prefix + "other", REVIEWER)
+    ask(live.url, prefix + "only", TARGET)
     terminal.start(inbox_argv(live, token(prefix + "only", "client")))
     screen = terminal.wait_for("inbox · 1 waiting", "❯ Target")
     assert "Reviewer" not in screen
@@ -139,9 +114,9 @@ def test_screenshot(terminal: Terminal, live: BrokerProcess) -> None:
     prefix = "alice:"  # the only test of this broker with these sessions
     terminal.start(inbox_argv(live, token(prefix + "*", "client")), env={"COLORTERM": "truecolor"})
     terminal.wait_for("Nothing is waiting for you")
-    ask(live, prefix + "docs", TONE, sub="docs-agent")
-    ask(live, prefix + "build", TARGET, REVIEWER, sub="build-bot")
-    ask(live, prefix + "review", REVIEWER, TONE, TARGET, sub="review-bot")
+    ask(live.url, prefix + "docs", TONE, sub="docs-agent")
+    ask(live.url, prefix + "build", TARGET, REVIEWER, sub="build-bot")
+    ask(live.url, prefix + "review", REVIEWER, TONE, TARGET, sub="review-bot")
     terminal.wait_for("inbox · 3 waiting")
     # One waits for its agent: the person asked it something.
     terminal.keys("Enter")

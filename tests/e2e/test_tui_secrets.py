@@ -14,7 +14,8 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.e2e.test_tui import answers, open_tui, outcome, session_id, start
+from tests.e2e.test_tui import answers, open_tui, session_id
+from tests.helpers.agent_http import ask, outcome
 from tests.helpers.processes import BrokerProcess, broker, need, token
 from tests.helpers.terminal import Terminal
 
@@ -65,7 +66,7 @@ def test_an_other_answer_with_a_token_stops_then_edit_and_send_anyway(
 ) -> None:
     sid = session_id()
     open_tui(pane, secrets_broker, sid)
-    qid = start(secrets_broker, sid, DATABASE)
+    qid = ask(secrets_broker.url, sid, DATABASE)
     pane.wait_for("❯ Postgres", "Other…")
     pane.keys("Down", "Down", "Enter")
     pane.wait_for("Your own answer", "0/2000")
@@ -86,7 +87,7 @@ def test_an_other_answer_with_a_token_stops_then_edit_and_send_anyway(
     pane.wait_for("This looks like a secret")
     pane.keys("s")  # Send anyway
     pane.wait_for("Questionnaire completed")
-    answer = answers(outcome(secrets_broker, sid, qid))["database"]
+    answer = answers(outcome(secrets_broker.url, sid, qid))["database"]
     assert answer["other"] == f"use {TOKEN}"
 
 
@@ -95,7 +96,7 @@ def test_a_clarification_with_a_password_stops_and_escape_edits_it(
 ) -> None:
     sid = session_id()
     open_tui(pane, secrets_broker, sid)
-    qid = start(secrets_broker, sid, DATABASE)
+    qid = ask(secrets_broker.url, sid, DATABASE)
     pane.wait_for("❯ Postgres", "Ask to clarify…")
     pane.keys("Down", "Down", "Down", "Enter")
     pane.wait_for("Ask the agent about this question")
@@ -109,7 +110,7 @@ def test_a_clarification_with_a_password_stops_and_escape_edits_it(
     pane.type("Which one is cheaper to run?")
     pane.keys("Enter")
     pane.wait_for("Waiting for the agent")
-    result = outcome(secrets_broker, sid, qid)
-    assert result["details"]["status"] == "needs_clarification"
-    assert result["details"]["clarificationRequest"]["request"] == "Which one is cheaper to run?"
+    result = outcome(secrets_broker.url, sid, qid)
+    assert result["status"] == "needs_clarification"
+    assert result["clarificationRequest"]["request"] == "Which one is cheaper to run?"
     assert PAIR not in str(result)

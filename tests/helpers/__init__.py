@@ -10,6 +10,10 @@
 - ``protocol``: the docs/protocol.md suite's deployments, its ``Agent`` and the assertions
   on tool results, pending answers and errors.
 - ``samples``: session ids, questions and tool inputs.
+- ``agent_http``: the agent's calls (ask, outcome, resume...) for the synchronous e2e tests.
+- ``browser``: Chromium's path and flags, contexts with the suite's deadlines, screenshots
+  (the ``chromium``, ``context`` and ``page`` fixtures are tests/e2e/conftest.py's).
+- ``terminal``: a tmux pane a test drives.
 - ``secret_texts``: the secrets guard's table of texts and the rule each must match, shared
   with the page's Node tests (``secret_texts.json``).
 - ``machine``: questionnaires built and driven through the pure state machine, and its

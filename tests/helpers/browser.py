@@ -1,15 +1,25 @@
 """The browser the e2e tests drive, and the docs' screenshots of the page.
 
 Debian's Chromium (``/usr/bin/chromium``; never a downloaded one) through Playwright, with
-the flags a container and a quiet test run need.
+the flags a container and a quiet test run need. tests/e2e/conftest.py launches it (the
+``chromium`` fixture) and opens contexts and pages on it (``context``, ``page``);
+``new_context`` and ``watch`` are for a test that needs another viewport or a second tab.
+Deadlines are scaled by tests/helpers/waiting.py's factor.
 """
 
 from __future__ import annotations
 
 import base64
 from pathlib import Path
+from typing import Any
 
-from playwright.sync_api import Browser
+from playwright.sync_api import Browser, BrowserContext, Page
+
+from tests.helpers.waiting import scaled_ms
+
+TIMEOUT_MS = scaled_ms(10_000)  # what a page may take to show what a test expects
+LAUNCH_TIMEOUT_MS = scaled_ms(30_000)
+DESKTOP = {"width": 1100, "height": 900}
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
@@ -19,6 +29,21 @@ CHROMIUM_ARGS = [
     "--disable-component-update",
     "--disable-sync",
 ]
+
+
+def new_context(browser: Browser, **options: Any) -> BrowserContext:
+    """A context of its own (cookies, storage, service workers): a desktop window unless
+    ``options`` say otherwise, with the suite's deadline for every action and navigation."""
+    context = browser.new_context(**{"viewport": DESKTOP, **options})
+    context.set_default_timeout(TIMEOUT_MS)
+    context.set_default_navigation_timeout(TIMEOUT_MS)
+    return context
+
+
+def watch(page: Page, errors: list[str]) -> Page:
+    """Collect the page's uncaught errors into ``errors`` (a test asserts there are none)."""
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    return page
 
 
 def compose_screenshots(browser: Browser, desktop_png: bytes, phone_png: bytes, path: Path) -> None:
