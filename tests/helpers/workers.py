@@ -5,7 +5,7 @@ with a session of its own, so session- and module-scoped fixtures (brokers, redi
 Chromium) are already one per worker, and temporary directories, tmux sockets and Pi homes
 have random names. What a worker does need to be told is its share of what all of them draw
 from on one machine: ports (``tests.helpers.processes.free_port``). A run without xdist
-(``-n0``, or ``-p no:xdist``) is worker 0 of 1.
+(``-n0``) is worker 0 of 1.
 """
 
 from __future__ import annotations
