@@ -34,7 +34,8 @@ from tests.helpers.mcp_sdk import mcp_client, text_of
 from tests.helpers.processes import REPO_ROOT, TEST_SECRET, free_port, need, token
 from tests.helpers.waiting import wait_until
 
-pytestmark = pytest.mark.containers
+# One xdist worker builds the images and brings the compose project up, once.
+pytestmark = [pytest.mark.containers, pytest.mark.xdist_group("containers")]
 
 QUESTIONS = [
     {"id": "target", "prompt": "Deploy where?", "type": "single", "options": [{"id": "staging"}, {"id": "production"}]},

@@ -71,6 +71,7 @@ def _recorded(urls: list[str], sessions: list[str], status: str) -> int:
     return total
 
 
+@pytest.mark.heavy
 def test_a_master_killed_under_load_fails_over_with_nothing_acknowledged_lost(tmp_path: Path) -> None:
     out, err = tmp_path / "bots.json", tmp_path / "bots.err"
     with (
