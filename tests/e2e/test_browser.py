@@ -699,8 +699,12 @@ def test_a_questionnaire_that_ended_while_the_page_was_offline_is_explained(
 
     web_agent.abort(first)
     assert web_agent.outcome(first)["status"] == "cancelled"
+    # The network comes back the moment "Retry now" is clicked (were it back any earlier, a
+    # countdown running out meanwhile would reconnect the page and hide the button).
+    retry = page.locator("#conn-retry")
+    expect(retry).to_be_visible()
     down["now"] = False
-    page.locator("#conn-retry").click()
+    retry.click()
     expect(conn).to_have_attribute("data-state", "connected", timeout=RECONNECT_TIMEOUT_MS)
     expect(page.locator("#q-prompt")).to_have_text(NOTIFY["prompt"])
     expect(page.locator(".ended-note")).to_contain_text(
