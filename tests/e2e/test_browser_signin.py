@@ -10,7 +10,6 @@ and a sign-in that ends bring "Sign in" back, never a dead "Try again".
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from typing import Any
@@ -19,11 +18,11 @@ from urllib.parse import unquote
 import httpx
 import jwt
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect
 
-from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
+from tests.helpers.browser import new_context, watch
 from tests.helpers.oidc import AUDIENCE, Provider, signing_in
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, need, token
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, token
 from tests.helpers.samples import REVIEWER, TARGET, new_sid
 
 pytestmark = pytest.mark.browser
@@ -38,19 +37,6 @@ expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")
-def chromium() -> Iterator[Browser]:
-    need(os.path.exists(CHROMIUM), f"Debian chromium is not installed at {CHROMIUM}")
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=CHROMIUM, args=CHROMIUM_ARGS, headless=True, timeout=30_000
-        )
-        try:
-            yield browser
-        finally:
-            browser.close()
-
-
-@pytest.fixture(scope="module")
 def deployment() -> Iterator[tuple[BrokerProcess, Provider]]:
     with signing_in(client_wait=120, reconnect_grace=120) as both:
         yield both
@@ -58,18 +44,17 @@ def deployment() -> Iterator[tuple[BrokerProcess, Provider]]:
 
 @pytest.fixture
 def context(chromium: Browser) -> Iterator[BrowserContext]:
-    context = chromium.new_context(viewport=DESKTOP)
-    context.set_default_timeout(TIMEOUT_MS)
-    yield context
-    context.close()
+    """The shared Chromium's context at the size the screenshots were taken at."""
+    opened = new_context(chromium, viewport=DESKTOP)
+    yield opened
+    opened.close()
 
 
 @pytest.fixture
 def page(context: BrowserContext) -> Iterator[Page]:
     errors: list[str] = []
-    page = context.new_page()
-    page.on("pageerror", lambda exc: errors.append(str(exc)))
-    yield page
+    opened = watch(context.new_page(), errors)
+    yield opened
     assert errors == [], f"uncaught errors in the page: {errors}"
 
 
