@@ -4,8 +4,9 @@ The service calls ``started`` and ``resumed`` right after such a write, on the a
 they only queue the moment (``put_nowait``) and return; nothing on that path waits for a
 store read, a claim or a delivery. A few tasks then take each moment: they look at who is
 there (the store's presence, any broker), and when nobody is, claim the moment in the store
-once per route (``reminders.claim_name``; of several brokers, one wins) and hand the
-notification to the dispatcher.
+once per route (``reminders.claim_name``; of several brokers, one wins) and keep the
+notification in the store for delivery (deliveries.py), which some broker's dispatcher
+takes.
 
 ``idle`` needs no call: every ``tick`` the notifier looks at the sessions whose clients are
 connected to this process (the fan-out's hubs) and, for a question shown and left alone for
@@ -28,6 +29,7 @@ from broker.core.reminders import Trigger
 from broker.notify.channel import Channel, IsRevoked, never_revoked
 from broker.notify.channels import build_channel
 from broker.notify.config import DEFAULT_AFTER, Route
+from broker.notify.deliveries import DeliveryQueue
 from broker.notify.dispatch import Dispatcher
 from broker.notify.notification import Notification, QuestionText
 from broker.notify.posting import http_client
@@ -84,6 +86,12 @@ class Notifier:
             retry_delay=config.notify_retry_delay,
             still_wanted=self._still_wanted,
         )
+        self.deliveries = DeliveryQueue(
+            store,
+            {channel.route.index: channel for channel in self.channels},
+            self.dispatcher,
+            visibility=config.notify_visibility,
+        )
         self.metrics = metrics
         self._moments: asyncio.Queue[tuple[Trigger, Questionnaire]] = asyncio.Queue(config.notify_queue_size)
         self._tasks: list[asyncio.Task[None]] = []
@@ -131,6 +139,7 @@ class Notifier:
 
     async def start(self) -> None:
         self.dispatcher.start()
+        self.deliveries.start()
         for number in range(_MOMENT_TASKS):
             self._tasks.append(asyncio.create_task(self._take_moments(), name=f"qbroker-notify-moments-{number}"))
         self._tasks.append(asyncio.create_task(self._idle_loop(), name="qbroker-notify-idle"))
@@ -139,6 +148,7 @@ class Notifier:
     async def stop(self) -> None:
         await stop_tasks(self._tasks)
         self._tasks.clear()
+        await self.deliveries.stop()
         await self.dispatcher.stop()
         for channel in self.channels:
             with contextlib.suppress(Exception):
@@ -225,7 +235,7 @@ class Notifier:
             name = reminders.claim_name(state, trigger, channel.route.index)
             if not await self.store.claim(state.session_id, name, self.store.retention):
                 continue  # another broker (or an earlier look here) has it
-            self.dispatcher.submit(channel, self.notification(channel.route, trigger, state, name))
+            await self.deliveries.put(channel.route.index, self.notification(channel.route, trigger, state, name))
 
     def notification(self, route: Route, trigger: Trigger, state: Questionnaire, name: str) -> Notification:
         """What ``route`` is told: ids, who asked, the count, the waiting question (unless

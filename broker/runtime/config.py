@@ -48,6 +48,7 @@ _POSITIVE = {
     "redis_wait_timeout": "QBROKER_REDIS_WAIT_TIMEOUT",
     "notify_retry_delay": "QBROKER_NOTIFY_RETRY_DELAY",
     "notify_timeout": "QBROKER_NOTIFY_TIMEOUT",
+    "notify_visibility": "QBROKER_NOTIFY_VISIBILITY",
     "mcp_progress_interval": "QBROKER_MCP_PROGRESS_INTERVAL",
     "jwks_refetch_interval": "QBROKER_JWKS_REFETCH_INTERVAL",
     "push_subscribe_per_minute": "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE",
@@ -215,7 +216,8 @@ class Config:
     # Notifications (docs/notifications.md): the routes' file, the wait for a first client
     # in a session a route covers, the bound on an agent's own ?clientWait, the base of the
     # links, and the delivery queue (its size, the first retry's delay, doubled per attempt,
-    # and one attempt's timeout).
+    # one attempt's timeout, and how long a delivery its broker stopped holding waits before
+    # another broker takes it over).
     notify_config: Path | None = None
     notify_client_wait: float = 15 * 60.0
     max_client_wait: float = 3600.0
@@ -223,6 +225,7 @@ class Config:
     notify_queue_size: int = 1000
     notify_retry_delay: float = 8.0
     notify_timeout: float = 10.0
+    notify_visibility: float = 30.0
     # Browser push (docs/notifications.md, "Web push"): the VAPID private key (base64url of
     # the raw 32 bytes, or PEM; None: generated once into the data dir), the contact the push
     # services see (mailto: or https:; None: QBROKER_PUBLIC_URL when https), and the push
@@ -280,6 +283,7 @@ class Config:
             notify_queue_size=int(_float(e, "QBROKER_NOTIFY_QUEUE_SIZE", cls.notify_queue_size)),
             notify_retry_delay=_float(e, "QBROKER_NOTIFY_RETRY_DELAY", cls.notify_retry_delay),
             notify_timeout=_float(e, "QBROKER_NOTIFY_TIMEOUT", cls.notify_timeout),
+            notify_visibility=_float(e, "QBROKER_NOTIFY_VISIBILITY", cls.notify_visibility),
             jwks_url=e.get("QBROKER_JWKS_URL", "").strip() or None,
             jwt_issuer=e.get("QBROKER_JWT_ISSUER", "").strip() or None,
             jwt_audience=tuple(a.strip() for a in e.get("QBROKER_JWT_AUDIENCE", "").split(",") if a.strip()),

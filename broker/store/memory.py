@@ -41,6 +41,7 @@ from broker.store.base import (
     Store,
     Written,
 )
+from broker.store.memory_deliveries import MemoryDeliveries
 from broker.store.records import from_msgpack, to_msgpack
 
 log = logging.getLogger("qbroker.store.memory")
@@ -114,6 +115,7 @@ class MemoryStore(Store):
         self._revocations_version = 0
         # Browser push subscriptions: scope -> endpoint's id -> subscription.
         self._push: dict[str, dict[str, PushSubscription]] = {}
+        self._deliveries = MemoryDeliveries()
 
     # The memory store measures retention with the wall clock: it is the only clock
     # shared with the states' own timestamps.
@@ -286,6 +288,18 @@ class MemoryStore(Store):
     async def revocations(self, known: str | None) -> tuple[str, list[Revocation]] | None:
         version = str(self._revocations_version)
         return None if version == known else (version, list(self._revocations.values()))
+
+    async def add_delivery(self, record: bytes) -> None:
+        self._deliveries.add(record)
+
+    async def take_deliveries(self, consumer: str, count: int, idle: float) -> list[tuple[str, bytes]]:
+        return self._deliveries.take(consumer, count, idle)
+
+    async def keep_deliveries(self, consumer: str, delivery_ids: list[str]) -> None:
+        self._deliveries.keep(consumer, delivery_ids)
+
+    async def finish_delivery(self, delivery_id: str) -> None:
+        self._deliveries.finish(delivery_id)
 
     async def open_sessions(self, prefix: str) -> list[str]:
         return [sid for sid, session in self._sessions.items() if session.entries and sid.startswith(prefix)]
