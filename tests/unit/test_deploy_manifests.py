@@ -14,6 +14,8 @@ from typing import Any
 import pytest
 import yaml
 
+from broker.server import refused_secret
+
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
 K8S = DEPLOY / "k8s"
@@ -153,7 +155,8 @@ def test_dockerfile_takes_its_base_runs_non_root_health_checked_and_serves_on_al
 
 def test_kustomization_lists_every_manifest() -> None:
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    # (secret.yaml only shows the Secret's shape: test_k8s_ships_no_usable_secret)
+    files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", "secret.yaml"}
     assert sorted(kustomization["resources"]) == sorted(files)
 
 
@@ -199,6 +202,14 @@ def test_k8s_pods_read_the_configmap_and_the_secret_and_run_as_non_root() -> Non
     assert {"secretRef": {"name": objects["Secret"]["metadata"]["name"]}} in sources
     assert set(objects["Secret"]["stringData"]) == {"QBROKER_SECRET"}
     assert objects["Deployment"]["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_k8s_ships_no_usable_secret() -> None:
+    """secret.yaml only shows the Secret's shape, with a placeholder ``serve`` refuses, and
+    kustomization.yaml does not apply it (it would overwrite the one created out of band)."""
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert "secret.yaml" not in kustomization["resources"]
+    assert refused_secret(_k8s()["Secret"]["stringData"]["QBROKER_SECRET"]) is not None
 
 
 def test_k8s_service_pdb_and_hpa_select_the_deployment_pods() -> None:
