@@ -98,11 +98,15 @@ class BrokerApp:
         await send({"type": "lifespan.shutdown.complete"})
 
 
-def create_app(config: Config, store: Store | None = None, web_dir: Path | None = None) -> BrokerApp:
+def create_app(
+    config: Config, store: Store | None = None, web_dir: Path | None = None, *, keep_revocations: bool = False
+) -> BrokerApp:
     """``config.secret`` must be set (``serve`` resolves the generated one first).
 
     ``web_dir``: the browser page's files, served at ``/`` (None: no page). The broker does
-    not know its clients; the ``qbroker`` command hands it the page (``qbroker.cli``)."""
+    not know its clients; the ``qbroker`` command hands it the page (``qbroker.cli``).
+    ``keep_revocations``: the memory store keeps its revocations in ``config.data_dir``
+    (``serve`` does; a broker made in a test's process keeps them in memory)."""
     # A routes file that cannot be used stops here, in one line, before anything listens.
     notify_routes = load_routes(config.notify_config) if config.notify_config is not None else ()
     broker = Broker(
@@ -119,6 +123,7 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
             sentinel_master=config.redis_sentinel_master,
             password=config.redis_password,
             sentinel_password=config.redis_sentinel_password,
+            data_dir=config.data_dir if keep_revocations else None,
         ),
         routes=notify_routes,
     )

@@ -115,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     config = replace(config, secret=secret)
-    app = create_app(config, web_dir=getattr(args, "web_dir", None))
+    app = create_app(config, web_dir=getattr(args, "web_dir", None), keep_revocations=True)
     if config.notify_config is not None and config.public_url is None:
         print(
             "qbroker serve: warning: notification routes but no QBROKER_PUBLIC_URL: their links"

@@ -179,3 +179,14 @@ def test_without_a_secret_on_redis_the_broker_warns_and_never_prints_the_redis_p
     assert f"store: redis (redis://127.0.0.1:{guarded_redis.port}/0?password=***)" in log
     assert "guarded" not in log
     assert "warning: no QBROKER_SECRET with a Redis store" in log
+
+
+@pytest.mark.parametrize(("appendonly", "warned"), [("no", True), ("yes", False)])
+def test_serve_warns_at_start_when_its_redis_keeps_no_aof(data_dir: str, appendonly: str, warned: bool) -> None:
+    with redis_server("--appendonly", appendonly) as server:
+        process = BrokerProcess(free_port(), broker_env(data_dir, server.url), data_dir).start()
+        try:
+            log = process.log()  # (the store starts before the broker listens)
+        finally:
+            process.stop()
+        assert ("redis persistence (AOF) is off" in log) is warned, log

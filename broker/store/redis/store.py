@@ -546,6 +546,11 @@ class RedisStore(Store):
             await subscriptions.abandon()
             raise
         subscriptions.run(early)
+        if await self._commands.persistence_off():
+            logger.warning(
+                "redis persistence (AOF) is off: revocations, notifications waiting for delivery and"
+                " questionnaires are lost if Redis restarts; set appendonly yes (docs/operations.md)"
+            )
 
     @property
     def notices_connected(self) -> bool:
