@@ -37,7 +37,7 @@ from broker.core.host_form import IN_HOST_MODES
 from broker.http import agent_api, kit
 from broker.http.kit import error_body, respond
 from broker.service import Broker
-from broker.tokens.claims import valid_session_id
+from broker.tokens.claims import Claims, valid_session_id
 from broker.ws.handshake import origin_allowed
 
 log = logging.getLogger("qbroker.mcp")
@@ -53,15 +53,21 @@ BODY_KEY: Final = "qbroker.mcp.body"
 class Caller:
     """Who calls, for which session: what the tool needs of the request."""
 
-    __slots__ = ("in_host", "session_id", "sub", "timeout")
+    __slots__ = ("claims", "in_host", "session_id", "sub", "timeout")
 
     def __init__(
-        self, session_id: str, sub: str | None, timeout: float | None = None, in_host: str | None = None
+        self,
+        session_id: str,
+        sub: str | None,
+        timeout: float | None = None,
+        in_host: str | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self.session_id = session_id
         self.sub = sub
         self.timeout = timeout  # seconds a tool call may wait (None: as long as it takes)
         self.in_host = in_host  # when to ask in the host's form (None: QBROKER_IN_HOST)
+        self.claims = claims  # the token's, checked again before and during every wait
 
 
 async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path_session: str | None) -> Receive | None:
@@ -95,7 +101,7 @@ async def _authorize(broker: Broker, header: str | None, path_session: str | Non
     claims = await agent_api.verify_agent(broker, header)
     if path_session is not None:
         agent_api.check_session(claims, path_session)
-        return Caller(path_session, claims.sub)
+        return Caller(path_session, claims.sub, claims=claims)
     if not valid_session_id(claims.sid):
         # A pattern (alice:*) or * covers more than one session: which one is the caller's?
         raise BrokerError(
@@ -103,7 +109,7 @@ async def _authorize(broker: Broker, header: str | None, path_session: str | Non
             f"questionnaire: this token covers more than one session ({claims.sid!r}); name the session in the"
             " path: /v1/sessions/{sid}/mcp",
         )
-    return Caller(claims.sid, claims.sub)
+    return Caller(claims.sid, claims.sub, claims=claims)
 
 
 def _query(raw: bytes) -> tuple[float | None, str | None]:

@@ -5,6 +5,7 @@ on one process and checked on the other."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -19,9 +20,10 @@ import pytest
 
 from broker.core.revocations import LONGEST_LIFETIME
 from tests.helpers.clients import close_code, hello, person, raw_socket
+from tests.helpers.mcp_sdk import mcp_client, text_of
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker_env, free_port, token
 from tests.helpers.protocol import Agent, Deployment, error, tool_result
-from tests.helpers.samples import new_sid, single
+from tests.helpers.samples import new_sid, single, start_body
 from tests.helpers.waiting import eventually
 
 WITHIN = 1.0  # seconds: every broker honours a revocation within this
@@ -377,3 +379,30 @@ async def test_token_revoke_uses_an_admin_token_from_qbroker_token(deployment: D
         del env["QBROKER_TOKEN"]
         run = qbroker("token", "revoke", "--url", deployment.agent_url, "--jti", "x", env=env)
         assert run.returncode == 1 and run.stderr.startswith("qbroker token revoke: no admin token:")
+
+
+# --- a waiting MCP tool call ------------------------------------------------------------
+
+
+async def test_a_waiting_mcp_call_whose_token_is_revoked_ends_within_a_second(deployment: Deployment, sid: str) -> None:
+    """The call waits for the person in slices of QBROKER_MCP_PROGRESS_INTERVAL (10 s): it
+    must not wait out its slice, let alone get the answers, once its token is revoked."""
+    doomed = token(sid, "agent", 600)
+    async with person(deployment.client_ws_url, sid) as p, mcp_client(f"{deployment.agent_url}/mcp", doomed) as host:
+        call = asyncio.create_task(host.call_tool("questionnaire", start_body()))
+        await p.wait_for("question")
+        assert (await revoke(deployment.agent_urls[-1], {"jti": jti_of(doomed)})).status_code == 200
+        since = time.monotonic()
+        result = await asyncio.wait_for(call, 15)
+        took = time.monotonic() - since
+    assert result.is_error is True and "token revoked" in text_of(result), text_of(result)
+    assert took <= WITHIN + 0.5, f"the call ended {took:.2f}s after the revocation"
+
+
+async def test_a_waiting_mcp_call_ends_when_its_token_expires(deployment: Deployment, sid: str) -> None:
+    short = token(sid, "agent", 3)
+    async with person(deployment.client_ws_url, sid) as p, mcp_client(f"{deployment.agent_url}/mcp", short) as host:
+        call = asyncio.create_task(host.call_tool("questionnaire", start_body()))
+        await p.wait_for("question")
+        result = await asyncio.wait_for(call, 8)  # (well before the 10 s slice ends)
+    assert result.is_error is True and "token expired" in text_of(result), text_of(result)
