@@ -42,12 +42,10 @@ _TAKE_AT_MOST: Final = 100
 
 class Delivery(msgspec.Struct, frozen=True):
     """What the store keeps of one notification to deliver: the route (its number in the
-    routes file, the same on every broker), the notification, and the ``jti`` of the client
-    token its link carries (None: no token), so that the token can be revoked from the logs."""
+    routes file, the same on every broker) and the notification (with its link token's ``jti``)."""
 
     route: int
     note: Notification
-    link_jti: str | None = None
 
 
 _ENCODER: Final = msgspec.msgpack.Encoder()
@@ -75,9 +73,9 @@ class DeliveryQueue:
         self._wake = asyncio.Event()
         self._tasks: list[asyncio.Task[None]] = []
 
-    async def put(self, route: int, note: Notification, link_jti: str | None = None) -> None:
+    async def put(self, route: int, note: Notification) -> None:
         """Keep ``note`` for delivery through ``route`` (raises ``StoreUnavailable``)."""
-        await self.store.add_delivery(_ENCODER.encode(Delivery(route, note, link_jti)))
+        await self.store.add_delivery(_ENCODER.encode(Delivery(route, note)))
         self._wake.set()
 
     def start(self) -> None:

@@ -213,7 +213,8 @@ class Dispatcher:
 
 
 def _ids(channel: Channel, note: Notification) -> dict[str, object]:
-    """What a log line says of a notification: ids, the route, the target's scheme and host."""
+    """What a log line says of a notification: ids (the link token's ``jti`` too, to revoke
+    it), the route, the target's scheme and host."""
     return {
         "route": channel.route.index,
         "kind": channel.kind,
@@ -222,4 +223,5 @@ def _ids(channel: Channel, note: Notification) -> dict[str, object]:
         "questionnaire": note.questionnaire_id,
         "trigger": note.trigger,
         "notification": note.id,
+        "link_jti": note.link_jti,
     }

@@ -23,6 +23,8 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence, Sized
 from typing import Final, Protocol
 
+import jwt
+
 from broker.core import reminders
 from broker.core.machine import Questionnaire
 from broker.core.reminders import Trigger
@@ -42,9 +44,18 @@ from broker.tokens.claims import mint_token
 log = logging.getLogger("qbroker.notify")
 
 LINK_TOKEN_TTL: Final = 3600  # a link's client token: one session, one hour
+LINK_SUB_PREFIX: Final = "notify-route-"  # a link token's holder when its route names none
 # Notification ids: a UUID made from the claim, the same on every broker and every retry.
 _IDS: Final = uuid.UUID("6f1d7c52-3b8e-4a39-9c57-2f4d1f0b7a10")
 _MOMENT_TASKS: Final = 4
+
+
+def link_token(secret: str, route: Route, session_id: str) -> str:
+    """The client token a route's link carries: that one session, one hour, held by the
+    route's ``link_sub`` (the person it reaches) or else by the route itself
+    (``notify-route-<N>``), so that ``qbroker token revoke --sub`` reaches it."""
+    holder = route.link_sub or f"{LINK_SUB_PREFIX}{route.index}"
+    return mint_token(secret, session_id, "client", ttl=LINK_TOKEN_TTL, sub=holder)
 
 
 class ShownHere(Protocol):
@@ -242,12 +253,14 @@ class Notifier:
         the route leaves it out) and the link; never answers, Other or clarification texts."""
         question = reminders.waiting_question(state) if route.include_prompt else None
         link = f"{self.config.link_base()}/#session={state.session_id}"
+        link_jti = None
         if self.config.sign_in() is not None:
             # People sign in: the link carries no token, and names the question to open after.
             link += f"&questionnaire={state.id}"
         elif route.link_token:
-            token = mint_token(self.config.secret or "", state.session_id, "client", ttl=LINK_TOKEN_TTL)
+            token = link_token(self.config.secret or "", route, state.session_id)
             link += f"&token={token}"
+            link_jti = str(jwt.decode(token, options={"verify_signature": False})["jti"])
         return Notification(
             id=str(uuid.uuid5(_IDS, f"{state.session_id}/{name}")),
             trigger=trigger,
@@ -258,6 +271,7 @@ class Notifier:
             question=None if question is None else QuestionText(question.label, question.prompt),
             link=link,
             at=self.clock(),
+            link_jti=link_jti,
         )
 
     async def _still_wanted(self, note: Notification) -> bool:
