@@ -16,9 +16,9 @@ import contextlib
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from broker.auth import Claims, check_use
 from broker.core.errors import BrokerError
-from broker.tokens import Tokens
+from broker.tokens.checks import Tokens
+from broker.tokens.claims import Claims, check_use
 
 T = TypeVar("T")
 
