@@ -10,6 +10,7 @@ serving the web client's files, and runs the lifespan itself.
 from __future__ import annotations
 
 import contextlib
+import logging
 import traceback
 from pathlib import Path
 from typing import Protocol, runtime_checkable
@@ -20,14 +21,18 @@ from starlette.routing import Route as PageRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
+from broker.http import kit
 from broker.http.routes import ROUTES
 from broker.http.routing import Endpoint, Route, unknown_endpoint
 from broker.http.signin import page_endpoint
 from broker.notify.config import load_routes
 from broker.runtime.config import Config
+from broker.runtime.hosts import refusal_message
 from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store, StoreUnavailable
+
+log = logging.getLogger("qbroker.http")
 
 
 @runtime_checkable
@@ -52,8 +57,22 @@ class BrokerApp:
         self._endpoints = list(made.values())
         self._routes = routes
         self._web = web
+        self._hosts = broker.allowed_hosts
+
+    async def _misdirected(self, scope: Scope, send: Send) -> None:
+        """A request for a Host this broker does not answer for (broker/runtime/hosts.py)."""
+        host = kit.header(scope["headers"], b"host")
+        log.info("request refused: host not allowed", extra={"host": (host or "")[:200], "path": scope["path"][:200]})
+        self.broker.metrics.errors.labels("misdirected_request").inc()
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await kit.respond(send, 421, kit.error_body("misdirected_request", refusal_message(host)), [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan" and not self._hosts.allows(kit.header(scope["headers"], b"host")):
+            await self._misdirected(scope, send)
+            return
         if scope["type"] == "http":
             path: str = scope["path"]
             parts = path.split("/")

@@ -5,8 +5,9 @@ in the agent API's words (``{"error": {"code", "message"}}``, the same statuses)
 request whatever its method:
 
 1. an ``Origin`` that is neither the broker's own nor in ``QBROKER_ALLOWED_ORIGINS``: 403
-   (MCP's Streamable HTTP transport asks servers to check it against DNS rebinding: a web
-   page must not reach a broker on the visitor's own network through its browser);
+   (a page of another site must not use the endpoint through a visitor's browser; DNS
+   rebinding, which MCP's Streamable HTTP transport asks servers to guard against, is the
+   broker's Host check before this gate: broker/runtime/hosts.py);
 2. no ``Authorization: Bearer <agent token>``, or a token that is invalid, expired or a
    client's: 401;
 3. a session the token does not cover: 403; ``/mcp`` takes its session from the token, so a

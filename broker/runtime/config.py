@@ -180,6 +180,9 @@ class Config:
     retention: float = 7 * 24 * 3600.0
     hello_timeout: float = 10.0
     allowed_origins: tuple[str, ...] = ()
+    # Host names the broker answers for besides loopback names and QBROKER_PUBLIC_URL's host
+    # ("*": any), against DNS rebinding (broker/runtime/hosts.py).
+    allowed_hosts: tuple[str, ...] = ()
     max_frame_bytes: int = 64 * 1024
     # Per-connection token bucket: a burst of ``rate_burst`` frames, refilled at
     # ``rate_limit`` frames per second. People click far slower; bots are sized below it.
@@ -264,6 +267,9 @@ class Config:
             retention=_float(e, "QBROKER_RETENTION", cls.retention),
             hello_timeout=_float(e, "QBROKER_HELLO_TIMEOUT", cls.hello_timeout),
             allowed_origins=origins,
+            allowed_hosts=tuple(
+                h.strip().lower().rstrip(".") for h in e.get("QBROKER_ALLOWED_HOSTS", "").split(",") if h.strip()
+            ),
             rate_limit=_float(e, "QBROKER_RATE_LIMIT", cls.rate_limit),
             rate_burst=_float(e, "QBROKER_RATE_BURST", cls.rate_burst),
             max_connections_per_session=int(

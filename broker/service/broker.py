@@ -26,6 +26,7 @@ from broker.core.events import started
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, ResumeInput
 from broker.runtime.config import Config
+from broker.runtime.hosts import AllowedHosts
 from broker.runtime.metrics import Metrics
 from broker.service.fanout import Fanout
 from broker.service.hubs import Connection, Encoded, SessionHub
@@ -60,6 +61,7 @@ class Broker:
         self.store = store
         self.clock = clock
         self.shutting_down = asyncio.Event()
+        self.allowed_hosts = AllowedHosts(config)  # what every request's Host must be
         self.metrics = Metrics()
         self.tokens = Tokens(config, store, clock, self.metrics)
         self.fanout = Fanout(store, self.metrics, clock)
