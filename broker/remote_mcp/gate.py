@@ -16,7 +16,9 @@ request whatever its method:
 4. a broker that is shutting down: 503 (a load balancer tries another);
 5. a query other than ``?timeout=SECONDS`` and ``?inHost=fallback|race|off``: 400 (as the
    agent API refuses unknown ones);
-6. a body over 16 MiB: 413 (read here, after the token, and handed on whole).
+6. a body over 16 MiB: 413 (read here, after the token, and handed on whole);
+7. a ``GET`` (the stateless endpoint has nothing to stream, and a session's requests are
+   POSTs): 405 with ``Allow: POST, DELETE``, after the token.
 
 ``?timeout=SECONDS`` (in the URL a host is configured with) bounds each tool call, for hosts
 that give up on a call after a fixed time: the call then ends first, with a tool error that
@@ -81,6 +83,7 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
             log.info("mcp request refused: origin not allowed", extra={"origin": headers.get("origin", "")[:200]})
             raise BrokerError("forbidden", "questionnaire: this Origin may not use the MCP endpoint")
         caller = await _authorize(broker, headers.get("authorization"), path_session)
+        _no_stream(scope["method"])
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
         caller.timeout, caller.in_host = _query(scope["query_string"])
@@ -111,6 +114,14 @@ async def _authorize(broker: Broker, header: str | None, path_session: str | Non
             " path: /v1/sessions/{sid}/mcp",
         )
     return Caller(claims.sid, claims.sub, claims=claims)
+
+
+def _no_stream(method: str) -> None:
+    """A ``GET`` would open a stream that never carries anything (nothing is sent outside a
+    call's own stream) and that one token could hold any number of: 405, as the MCP
+    specification allows."""
+    if method == "GET":
+        raise BrokerError("method_not_allowed", "questionnaire: GET is not served here; this endpoint takes POST")
 
 
 def _query(raw: bytes) -> tuple[float | None, str | None]:
@@ -152,4 +163,6 @@ async def refuse(send: Send, exc: BrokerError) -> None:
         # RFC 6750: a 401 names the scheme. No resource_metadata: this endpoint takes the
         # broker's own tokens, not OAuth, so a host has nothing to discover.
         extra.append((b"www-authenticate", b'Bearer realm="qbroker"'))
+    if exc.code == "method_not_allowed":
+        extra.append((b"allow", b"POST, DELETE"))
     await respond(send, exc.http_status, error_body(exc.code, exc.message), extra)
