@@ -78,3 +78,13 @@ def test_a_websocket_handshake_with_a_rebound_name_is_refused(hosted: BrokerProc
     assert handshake(hosted, path, "evil.example") == 403
     assert handshake(hosted, path, f"localhost:{hosted.port}") == 101
     assert hosted.logged("websocket handshake refused", reason="host not allowed") >= 1
+
+
+def test_a_refused_handshake_cannot_forge_a_line_of_the_text_log() -> None:
+    with broker(log_format="text") as process:
+        path = "/v1/sessions/bad%0d%0a12:00:00%20info%20%20%20%20qbroker.ws:%20forged%1b[2K/ws"
+        assert handshake(process, path, "evil.example") == 403
+        log = process.log()
+    assert "websocket handshake refused" in log
+    assert not any(line.lstrip().startswith(("12:00:00", "info    qbroker.ws: forged")) for line in log.splitlines())
+    assert "\\r\\n12:00:00" in log and "\x1b" not in log
