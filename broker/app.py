@@ -16,12 +16,14 @@ from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount
 from starlette.routing import Route as PageRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
 from broker.http import kit
+from broker.http.framing import NoFraming
 from broker.http.routes import ROUTES
 from broker.http.routing import Endpoint, Route, unknown_endpoint
 from broker.http.signin import page_endpoint
@@ -152,6 +154,6 @@ def create_app(
         page = page_endpoint(web_dir, config)  # where people sign in, its policy names the provider
         routes += [PageRoute("/", page), PageRoute("/index.html", page)]
         routes.append(Mount("/", StaticFiles(directory=web_dir, html=True), name="web"))
-    web = Starlette(routes=routes)
+    web = Starlette(routes=routes, middleware=[Middleware(NoFraming)])
     web.state.broker = broker
     return BrokerApp(broker, web)
