@@ -6,7 +6,8 @@ call, a long poll) must not outlive a revocation or the token's ``exp``: the per
 answers would reach a caller that no longer may have them. ``while_token_holds`` checks the
 token first, then runs the wait while watching it (``Tokens.watch``: told within the
 revocation refresh, about half a second) and its expiry, and ends the wait with
-``unauthorized`` ("token revoked" / "token expired") as soon as either comes.
+``unauthorized`` ("questionnaire: token revoked" / "... token expired", the agent API's
+words) as soon as either comes.
 """
 
 from __future__ import annotations
@@ -26,11 +27,11 @@ T = TypeVar("T")
 def token_problem(tokens: Tokens, claims: Claims, now: float) -> BrokerError | None:
     """Why the token with ``claims`` no longer holds at ``now``, or None."""
     if tokens.revoked(claims):
-        return BrokerError("unauthorized", "token revoked")
+        return BrokerError("unauthorized", "questionnaire: token revoked")
     try:
         check_use(claims, None, now)
     except BrokerError as exc:
-        return exc
+        return BrokerError("unauthorized", f"questionnaire: {exc.message}")
     return None
 
 
@@ -62,5 +63,5 @@ async def while_token_holds(
             with contextlib.suppress(asyncio.CancelledError):
                 await waiting
     if waiting.cancelled():  # (the token ended first)
-        raise token_problem(tokens, claims, clock()) or BrokerError("unauthorized", "token expired")
+        raise token_problem(tokens, claims, clock()) or BrokerError("unauthorized", "questionnaire: token expired")
     return waiting.result()

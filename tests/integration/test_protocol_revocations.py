@@ -406,3 +406,18 @@ async def test_a_waiting_mcp_call_ends_when_its_token_expires(deployment: Deploy
         await p.wait_for("question")
         result = await asyncio.wait_for(call, 8)  # (well before the 10 s slice ends)
     assert result.is_error is True and "token expired" in text_of(result), text_of(result)
+
+
+async def test_a_long_poll_whose_token_is_revoked_ends_401_within_a_second(deployment: Deployment, sid: str) -> None:
+    doomed = token(sid, "agent", 600)
+    async with person(deployment.client_ws_url, sid) as p, Agent(deployment.agent_url, sid, doomed) as agent:
+        qid = str((await agent.start_pending(single()))["questionnaireId"])
+        await p.wait_for("question")
+        poll = asyncio.create_task(agent.get(qid, wait=30))
+        await asyncio.sleep(0.3)  # (the poll is waiting)
+        assert (await revoke(deployment.agent_urls[-1], {"jti": jti_of(doomed)})).status_code == 200
+        since = time.monotonic()
+        response = await asyncio.wait_for(poll, 10)
+        took = time.monotonic() - since
+    assert "token revoked" in error(response, 401, "unauthorized")
+    assert took <= WITHIN + 0.5, f"the long poll ended {took:.2f}s after the revocation"

@@ -57,7 +57,9 @@ def test_the_pages_pure_modules_pass_their_node_tests() -> None:
 @pytest.fixture
 async def page() -> httpx.AsyncClient:
     app = create_app(Config(secret="unit-test-secret-0123456789abcdef"), web_dir=WEB_ROOT)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://localhost")  # (a Host the broker answers for)
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    )  # (a Host the broker answers for)
 
 
 async def test_every_module_is_served_as_javascript(page: httpx.AsyncClient) -> None:
