@@ -206,7 +206,8 @@ class Config:
     jwks_url: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
-    jwt_sid_claim: str = "sid"
+    # (not "sid": OIDC providers put their session id there, in access tokens too)
+    jwt_sid_claim: str = "qbroker_sid"
     jwt_role_claim: str = "role"
     jwt_sub_claim: str = "sub"
     # A token whose key id the cached JWKS lacks fetches it again, at most this often.
@@ -406,8 +407,10 @@ class Config:
             if stray:
                 raise SystemExit(f"qbroker: {stray[0]} is set but QBROKER_JWKS_URL is not: set both, or neither")
             return
-        if not self.jwks_url.startswith(("https://", "http://")) or len(self.jwks_url.split("://", 1)[1]) == 0:
-            raise SystemExit(f"qbroker: QBROKER_JWKS_URL must be an https:// (or http://) URL, got {self.jwks_url!r}")
+        from broker.tokens.jwks_fetch import url_problem
+
+        if (problem := url_problem(self.jwks_url)) is not None:
+            raise SystemExit(f"qbroker: QBROKER_JWKS_URL: {problem}, got {self.jwks_url!r}")
         missing = [name for name, given in pair if not given]
         if missing:
             raise SystemExit(
