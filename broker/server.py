@@ -202,7 +202,7 @@ def _banner(config: Config, generated: bool) -> None:
             f"  export QBROKER_TOKEN={agent}",
             "Then, in another shell:",
             f"  qbroker ask examples/deploy.json --url {base} --session {DEMO_SESSION}",
-            f"  qbroker tui --url {base} --session {DEMO_SESSION} --token {client}",
+            f"  QBROKER_TOKEN={client} qbroker tui --url {base} --session {DEMO_SESSION}",
         ]
     print("\n".join(lines), flush=True)
 
