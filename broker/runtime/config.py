@@ -52,6 +52,7 @@ _POSITIVE = {
     "mcp_progress_interval": "QBROKER_MCP_PROGRESS_INTERVAL",
     "jwks_refetch_interval": "QBROKER_JWKS_REFETCH_INTERVAL",
     "push_subscribe_per_minute": "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE",
+    "reads_per_minute": "QBROKER_READS_PER_MINUTE",
 }
 _NOT_NEGATIVE = {
     "client_wait": "QBROKER_CLIENT_WAIT",
@@ -66,6 +67,7 @@ _AT_LEAST_ONE = {
     "max_connections_per_session": "QBROKER_MAX_CONNECTIONS_PER_SESSION",
     "notify_queue_size": "QBROKER_NOTIFY_QUEUE_SIZE",
     "push_subscribe_burst": "QBROKER_PUSH_SUBSCRIBE_BURST",
+    "reads_burst": "QBROKER_READS_BURST",
 }
 
 
@@ -241,6 +243,10 @@ class Config:
     # refilled at ``push_subscribe_per_minute``. A page posts once per visit and per click.
     push_subscribe_per_minute: float = 10.0
     push_subscribe_burst: float = 10.0
+    # GET /v1/inbox and the record (history, events) per token and process: a burst of
+    # ``reads_burst``, refilled at ``reads_per_minute``. Pages read them on demand.
+    reads_per_minute: float = 600.0
+    reads_burst: float = 120.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -305,6 +311,8 @@ class Config:
             push_services=_push_services(e),
             push_subscribe_per_minute=_float(e, "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE", cls.push_subscribe_per_minute),
             push_subscribe_burst=_float(e, "QBROKER_PUSH_SUBSCRIBE_BURST", cls.push_subscribe_burst),
+            reads_per_minute=_float(e, "QBROKER_READS_PER_MINUTE", cls.reads_per_minute),
+            reads_burst=_float(e, "QBROKER_READS_BURST", cls.reads_burst),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:

@@ -29,9 +29,8 @@ import httpx
 from jwt import PyJWK
 from jwt.exceptions import InvalidKeyError, PyJWKError
 
-from broker.tokens.jwks_fetch import JwksFetchError, fetch_jwks
-
 from broker.runtime.tasks import stop_tasks
+from broker.tokens.jwks_fetch import JwksFetchError, fetch_jwks
 
 log = logging.getLogger("qbroker.jwks")
 

@@ -73,9 +73,7 @@ def handshake_for(broker: Broker) -> Handshake:
             return None  # not ours: the ASGI app answers (and refuses)
         session_id = "" if match is None else match.group(1)
         acceptable, chosen = _subprotocol(headers)
-        refusal = _refusal(
-            None if inbox else session_id, headers, broker.config.allowed_origins, broker.allowed_hosts
-        )
+        refusal = _refusal(None if inbox else session_id, headers, broker.config.allowed_origins, broker.allowed_hosts)
         if refusal is not None:
             # (The Origin is what an operator needs to fix QBROKER_ALLOWED_ORIGINS; cut, as
             # it is the sender's text.)

@@ -18,7 +18,7 @@ PATHS = [
     ("GET", "/v1/sessions/hosts/questionnaires/q-1?wait=0"),
     ("POST", "/mcp"),
     ("GET", "/v1/inbox"),
-    ("GET", "/v1/sessions/hosts/history"),
+    ("GET", "/v1/sessions/hosts/questionnaires"),
     ("GET", "/openapi.json"),
 ]
 
@@ -30,7 +30,7 @@ def hosted() -> Iterator[BrokerProcess]:
 
 
 def request(process: BrokerProcess, method: str, path: str, host: str) -> httpx.Response:
-    by_client = path.startswith(("/v1/inbox", "/v1/sessions/hosts/history"))
+    by_client = path.startswith(("/v1/inbox", "/v1/sessions/hosts/questionnaires"))
     tok = token("hosts", "client") if by_client else token("hosts", "agent")
     headers = {
         "Host": host,
