@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -200,8 +201,15 @@ def test_k8s_pods_read_the_configmap_and_the_secret_and_run_as_non_root() -> Non
     sources = _container(objects)["envFrom"]
     assert {"configMapRef": {"name": objects["ConfigMap"]["metadata"]["name"]}} in sources
     assert {"secretRef": {"name": objects["Secret"]["metadata"]["name"]}} in sources
-    assert set(objects["Secret"]["stringData"]) == {"QBROKER_SECRET"}
+    assert set(objects["Secret"]["stringData"]) == {"QBROKER_SECRET", "QBROKER_REDIS_URL"}
     assert objects["Deployment"]["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_k8s_keeps_the_redis_password_in_the_secret_and_speaks_tls() -> None:
+    objects = _k8s()
+    assert "QBROKER_REDIS_URL" not in objects["ConfigMap"]["data"]  # (a ConfigMap is no place for it)
+    url = urlsplit(objects["Secret"]["stringData"]["QBROKER_REDIS_URL"])
+    assert url.scheme == "rediss" and url.password
 
 
 def test_k8s_ships_no_usable_secret() -> None:
