@@ -535,6 +535,7 @@ SCHEMA = schemathesis.openapi.from_dict(
                 "openapi": {
                     "agentToken": {"bearer": token("*", "agent")},
                     "adminToken": {"bearer": token("*", "admin")},
+                    "clientToken": {"bearer": token("*", "client")},
                 }
             }
         }

@@ -17,8 +17,8 @@ _ANSWERS = (
 
 
 def _operations(operation_id: str, summary: str, parameters: list[Schema]) -> PathItem:
-    # GET and DELETE are the SDK's (a server-sent stream; no session to end: 405), listed so
-    # that the document names every method the path's Allow does.
+    # POST only: the endpoint is stateless, so a GET (a stream that would never carry
+    # anything) and a DELETE (no session to end) are 405 with Allow: POST (remote_mcp/gate.py).
     answers = {"default": {"description": _ANSWERS}}
     return {
         "post": {
@@ -28,8 +28,6 @@ def _operations(operation_id: str, summary: str, parameters: list[Schema]) -> Pa
             "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}},
             "responses": answers,
         },
-        "get": {"operationId": operation_id + "Stream", "parameters": parameters, "responses": answers},
-        "delete": {"operationId": operation_id + "End", "parameters": parameters, "responses": answers},
     }
 
 
