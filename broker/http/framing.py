@@ -1,6 +1,6 @@
 """No other site may show the broker's page in a frame: ``Content-Security-Policy:
 frame-ancestors 'none'`` and, for browsers that predate it, ``X-Frame-Options: DENY``, on
-every response of the page app (the page, its modules, the service worker, health). A page
+every response of the page app (the page, its modules, styles, the service worker). A page
 framed by another site could be overlaid so that a person's clicks answer a question they
 do not see (clickjacking)."""
 

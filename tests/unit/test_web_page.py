@@ -79,7 +79,7 @@ def test_pythons_own_table_says_javascript_too() -> None:
         assert JAVASCRIPT.match(guessed), (suffix, guessed)
 
 
-@pytest.mark.parametrize("path", ["/", "/app.mjs", "/sw.js", "/healthz"])
+@pytest.mark.parametrize("path", ["/", "/app.mjs", "/sw.js", "/style.css"])
 async def test_no_other_site_may_frame_the_page(page: httpx.AsyncClient, path: str) -> None:
     async with page:
         response = await page.get(path)
