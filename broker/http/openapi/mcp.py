@@ -17,8 +17,9 @@ _ANSWERS = (
 
 
 def _operations(operation_id: str, summary: str, parameters: list[Schema]) -> PathItem:
-    # POST only: the endpoint is stateless, so a GET (a stream that would never carry
-    # anything) and a DELETE (no session to end) are 405 with Allow: POST (remote_mcp/gate.py).
+    # GET (no stream is offered: 405, remote_mcp/gate.py) and DELETE (an older host's session
+    # ends; else nothing to end), listed so that the document names every method the path's
+    # Allow does.
     answers = {"default": {"description": _ANSWERS}}
     return {
         "post": {
@@ -28,6 +29,8 @@ def _operations(operation_id: str, summary: str, parameters: list[Schema]) -> Pa
             "requestBody": {"required": True, "content": {"application/json": {"schema": {}}}},
             "responses": answers,
         },
+        "get": {"operationId": operation_id + "Stream", "parameters": parameters, "responses": answers},
+        "delete": {"operationId": operation_id + "End", "parameters": parameters, "responses": answers},
     }
 
 
