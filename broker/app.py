@@ -10,24 +10,31 @@ serving the web client's files, and runs the lifespan itself.
 from __future__ import annotations
 
 import contextlib
+import logging
 import traceback
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 from starlette.applications import Starlette
+from starlette.middleware import Middleware
 from starlette.routing import BaseRoute, Mount
 from starlette.routing import Route as PageRoute
 from starlette.staticfiles import StaticFiles
 from starlette.types import Receive, Scope, Send
 
+from broker.http import kit
+from broker.http.framing import NoFraming
 from broker.http.routes import ROUTES
 from broker.http.routing import Endpoint, Route, unknown_endpoint
 from broker.http.signin import page_endpoint
 from broker.notify.config import load_routes
 from broker.runtime.config import Config
+from broker.runtime.hosts import refusal_message
 from broker.service import Broker
 from broker.store import open_store
 from broker.store.base import Store, StoreUnavailable
+
+log = logging.getLogger("qbroker.http")
 
 
 @runtime_checkable
@@ -52,8 +59,22 @@ class BrokerApp:
         self._endpoints = list(made.values())
         self._routes = routes
         self._web = web
+        self._hosts = broker.allowed_hosts
+
+    async def _misdirected(self, scope: Scope, send: Send) -> None:
+        """A request for a Host this broker does not answer for (broker/runtime/hosts.py)."""
+        host = kit.header(scope["headers"], b"host")
+        log.info("request refused: host not allowed", extra={"host": (host or "")[:200], "path": scope["path"][:200]})
+        self.broker.metrics.errors.labels("misdirected_request").inc()
+        if scope["type"] == "websocket":
+            await send({"type": "websocket.close", "code": 1008})
+            return
+        await kit.respond(send, 421, kit.error_body("misdirected_request", refusal_message(host)), [])
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "lifespan" and not self._hosts.allows(kit.header(scope["headers"], b"host")):
+            await self._misdirected(scope, send)
+            return
         if scope["type"] == "http":
             path: str = scope["path"]
             parts = path.split("/")
@@ -98,11 +119,15 @@ class BrokerApp:
         await send({"type": "lifespan.shutdown.complete"})
 
 
-def create_app(config: Config, store: Store | None = None, web_dir: Path | None = None) -> BrokerApp:
+def create_app(
+    config: Config, store: Store | None = None, web_dir: Path | None = None, *, keep_revocations: bool = False
+) -> BrokerApp:
     """``config.secret`` must be set (``serve`` resolves the generated one first).
 
     ``web_dir``: the browser page's files, served at ``/`` (None: no page). The broker does
-    not know its clients; the ``qbroker`` command hands it the page (``qbroker.cli``)."""
+    not know its clients; the ``qbroker`` command hands it the page (``qbroker.cli``).
+    ``keep_revocations``: the memory store keeps its revocations in ``config.data_dir``
+    (``serve`` does; a broker made in a test's process keeps them in memory)."""
     # A routes file that cannot be used stops here, in one line, before anything listens.
     notify_routes = load_routes(config.notify_config) if config.notify_config is not None else ()
     broker = Broker(
@@ -119,6 +144,7 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
             sentinel_master=config.redis_sentinel_master,
             password=config.redis_password,
             sentinel_password=config.redis_sentinel_password,
+            data_dir=config.data_dir if keep_revocations else None,
         ),
         routes=notify_routes,
     )
@@ -128,6 +154,6 @@ def create_app(config: Config, store: Store | None = None, web_dir: Path | None 
         page = page_endpoint(web_dir, config)  # where people sign in, its policy names the provider
         routes += [PageRoute("/", page), PageRoute("/index.html", page)]
         routes.append(Mount("/", StaticFiles(directory=web_dir, html=True), name="web"))
-    web = Starlette(routes=routes)
+    web = Starlette(routes=routes, middleware=[Middleware(NoFraming)])
     web.state.broker = broker
     return BrokerApp(broker, web)

@@ -26,6 +26,13 @@ DEMO_SESSION = "demo"
 # The banner's link and agent token are for trying the broker out, and end up in terminal
 # scrollback and shell history: they expire after a day (each start prints new ones).
 DEMO_TOKEN_TTL = 24 * 3600
+# Secrets that examples ship or shipped (deploy/k8s/secret.yaml): refused, never signed with.
+KNOWN_PLACEHOLDERS = frozenset(
+    {
+        "change-me-to-a-long-random-string",
+        "REPLACE-ME-with-the-output-of-secrets.token_urlsafe(32)",
+    }
+)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -95,11 +102,10 @@ def run(args: argparse.Namespace) -> int:
         return 1
     from dataclasses import replace
 
-    from broker.tokens.claims import weak_secret
-
-    warning = weak_secret(secret)
-    if warning:
-        print(f"qbroker serve: warning: {warning}", file=sys.stderr, flush=True)
+    refusal = refused_secret(secret)
+    if refusal:
+        print(f"qbroker serve: {refusal}", file=sys.stderr, flush=True)
+        return 1
     if generated and (config.redis_url or config.redis_sentinels):
         print(
             "qbroker serve: warning: no QBROKER_SECRET with a Redis store: this broker signs with"
@@ -109,7 +115,7 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     config = replace(config, secret=secret)
-    app = create_app(config, web_dir=getattr(args, "web_dir", None))
+    app = create_app(config, web_dir=getattr(args, "web_dir", None), keep_revocations=True)
     if config.notify_config is not None and config.public_url is None:
         print(
             "qbroker serve: warning: notification routes but no QBROKER_PUBLIC_URL: their links"
@@ -147,6 +153,20 @@ def run(args: argparse.Namespace) -> int:
     return 0 if server.started or not server.should_exit else 1
 
 
+def refused_secret(secret: str) -> str | None:
+    """Why ``serve`` will not sign with ``secret``, in one line, or None: a placeholder
+    shipped in an example (anyone could mint admin tokens with it) or a secret too short
+    to sign HS256 tokens safely."""
+    from broker.tokens.claims import weak_secret
+
+    if secret.strip() in KNOWN_PLACEHOLDERS:
+        return (
+            "QBROKER_SECRET is a placeholder from an example, which anyone can use to mint tokens;"
+            " set a random one (python3 -c 'import secrets; print(secrets.token_urlsafe(32))')"
+        )
+    return weak_secret(secret)
+
+
 def tune_gc() -> None:
     """Run the cyclic garbage collector less often: under load its passes cost the broker
     about a fifth of its CPU. Nearly everything a frame or a request allocates is acyclic
@@ -182,7 +202,7 @@ def _banner(config: Config, generated: bool) -> None:
             f"  export QBROKER_TOKEN={agent}",
             "Then, in another shell:",
             f"  qbroker ask examples/deploy.json --url {base} --session {DEMO_SESSION}",
-            f"  qbroker tui --url {base} --session {DEMO_SESSION} --token {client}",
+            f"  QBROKER_TOKEN={client} qbroker tui --url {base} --session {DEMO_SESSION}",
         ]
     print("\n".join(lines), flush=True)
 

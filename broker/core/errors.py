@@ -23,7 +23,9 @@ HTTP_STATUS: Final[dict[str, int]] = {
     "not_awaiting_clarification": 409,
     "questionnaire_closed": 409,
     "conflict": 409,
+    "method_not_allowed": 405,
     "payload_too_large": 413,
+    "misdirected_request": 421,  # a Host this broker does not answer for (DNS rebinding)
     "rate_limited": 429,
     "store_unavailable": 503,
     "shutting_down": 503,

@@ -9,6 +9,7 @@ fan-out to many clients reuses the same bytes).
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any, Final, Literal
@@ -118,6 +119,9 @@ ClientFrame = Hello | Ping | CommandFrame
 _COMMON: Final = frozenset({"type", "ref"})
 # The keys each frame may carry (beside the common ones, where they apply).
 _HELLO_KEYS: Final = _COMMON | {"token", "client"}
+# C0 and C1 controls, DEL, the line and paragraph separators, and the bidi controls: marks
+# (ALM, LRM, RLM), embeddings and overrides (LRE..RLO) and isolates (LRI..PDI).
+_NOT_SHOWN: Final = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 _HELLO_CLIENT_KEYS: Final = frozenset({"kind", "name"})
 # The person saw that a text looks like a credential and chose to send it (docs/protocol.md,
 # "Pasted secrets"): the frames that carry texts may say so.
@@ -189,7 +193,14 @@ def _hello(value: Mapping[str, Any], ref: object) -> Hello:
         raise BrokerError(
             "bad_frame", "hello client 'name' must be a string of at most 200 characters", field="client.name"
         )
-    return Hello(token, kind, name, ref)
+    return Hello(token, kind, shown_name(name), ref)
+
+
+def shown_name(name: str) -> str:
+    """A client's name as others are shown it ("answered by ..."): without control
+    characters (line breaks, escape codes) and bidi controls, which could make it read as
+    another name or reorder the text around it."""
+    return _NOT_SHOWN.sub("", name)
 
 
 def _ping(value: Mapping[str, Any], ref: object) -> Ping:

@@ -167,7 +167,10 @@ def check_endpoint(endpoint: Any, services: tuple[PushService, ...]) -> str:
     """``endpoint`` when it is a URL of an allowed push service; else ``InvalidSubscription``."""
     if not isinstance(endpoint, str) or not 0 < len(endpoint) <= MAX_ENDPOINT:
         raise InvalidSubscription(f'"endpoint" must be a URL of up to {MAX_ENDPOINT} characters')
-    parts = urlsplit(endpoint)
+    try:
+        parts = urlsplit(endpoint)
+    except ValueError:  # (an unclosed IPv6 bracket: "https://[x/")
+        raise InvalidSubscription('"endpoint" is not a URL') from None
     try:
         port = parts.port
     except ValueError:

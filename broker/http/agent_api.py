@@ -23,6 +23,7 @@ from broker.http.kit import error_body as _error_body
 from broker.http.kit import header as _header
 from broker.http.kit import respond as _respond
 from broker.service import Broker
+from broker.service.token_guard import while_token_holds
 from broker.store.base import StoreUnavailable
 from broker.tokens.claims import Claims, valid_session_id
 
@@ -116,7 +117,14 @@ class AgentAPI:
         if method == "DELETE":
             only(query, _NO_QUERY)
             return await broker.abort(sid, qid, sub=sub)
-        return await broker.wait_for_outcome(sid, qid, _wait(query))
+        wait = _wait(query)
+        if wait <= 0:
+            return await broker.wait_for_outcome(sid, qid, wait)
+        # A long poll ends (401) as soon as its token is revoked or expires: the person's
+        # answers must not reach a caller that no longer may have them.
+        return await while_token_holds(
+            broker.tokens, claims, broker.clock, lambda: broker.wait_for_outcome(sid, qid, wait)
+        )
 
     async def _authorize(self, header: str | None, session_id: str) -> tuple[Broker, Claims]:
         """Check the bearer token against the path's session; its claims."""

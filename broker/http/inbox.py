@@ -11,6 +11,7 @@ so two brokers answer alike.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from typing import Any, Final
 from urllib.parse import parse_qsl
@@ -20,7 +21,7 @@ from starlette.types import Receive, Scope, Send
 
 from broker.core import inbox
 from broker.core.errors import BrokerError
-from broker.http.kit import bearer_token, error_body, header, respond
+from broker.http.kit import RateLimited, bearer_token, error_body, header, respond, take_read
 from broker.service import Broker
 from broker.service.inbox import read_inbox
 from broker.store.base import StoreUnavailable
@@ -29,6 +30,7 @@ from broker.tokens.claims import Claims
 log = logging.getLogger("qbroker.http")
 
 INBOX_HTTP_PATH: Final = "/v1/inbox"
+PAGES_AT_ONCE: Final = 4
 _ALLOW: Final = "GET, HEAD"
 _PARAMETERS: Final = frozenset({"limit", "cursor"})
 
@@ -38,6 +40,10 @@ class InboxAPI:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.limits = broker.read_limits  # per token, shared with the record's
+        # Pages read at once by this process: each reads every covered session, so a flood
+        # of them would hold the store and the event loop; more wait their turn.
+        self._reading = asyncio.Semaphore(PAGES_AT_ONCE)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         method: str = scope["method"]
@@ -50,7 +56,9 @@ class InboxAPI:
         except BrokerError as exc:
             self.broker.metrics.errors.labels(exc.code).inc()
             status = 405 if exc.code == "method_not_allowed" else exc.http_status
-            body = error_body(exc.code, exc.message)
+            body = error_body(exc.code, exc.message if exc.message.startswith("inbox:") else f"inbox: {exc.message}")
+            if isinstance(exc, RateLimited):
+                extra += exc.headers
         except StoreUnavailable:
             log.warning("store unavailable", extra={"path": scope["path"]})
             self.broker.metrics.errors.labels("store_unavailable").inc()
@@ -65,10 +73,12 @@ class InboxAPI:
     async def _page(self, scope: Scope) -> dict[str, Any]:
         broker = self.broker
         claims = await self._authorize(scope)
+        take_read(self.limits, claims, scope["headers"])
         query = _query(scope["query_string"])
         limit = inbox.parse_limit(query["limit"]) if "limit" in query else inbox.DEFAULT_LIMIT
         after = inbox.parse_cursor(query["cursor"]) if "cursor" in query else None
-        rows = await read_inbox(broker.store, claims.sid, broker.clock())
+        async with self._reading:
+            rows = await read_inbox(broker.store, claims.sid, broker.clock())
         shown, last = inbox.page(rows, after, limit)
         return {
             "items": [entry.item(clients) for entry, clients in shown],

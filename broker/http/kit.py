@@ -1,5 +1,6 @@
 """The kit every plain-ASGI HTTP edge shares: reading a request's body and query string, its
-bearer token, and answering JSON in the API's error shape ``{"error": {"code", "message"}}``.
+bearer token, answering JSON in the API's error shape ``{"error": {"code", "message"}}``, and
+the per-token rate limits of the reads.
 
 The edges under ``broker/http/`` are plain ASGI rather than Starlette routes (the agent API
 is the broker's hot HTTP path); what they have in common is here, so no edge imports a
@@ -8,6 +9,7 @@ peer edge for its helpers.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Callable
@@ -18,6 +20,8 @@ import orjson
 from starlette.types import Receive, Send
 
 from broker.core.errors import BrokerError, invalid
+from broker.runtime.rate_limits import KeyedBuckets
+from broker.tokens.claims import Claims
 
 # --- replies --------------------------------------------------------------------------------
 
@@ -127,3 +131,35 @@ async def read_body(receive: Receive, length: str | None, limit: int, too_large:
         chunks.append(chunk)
         if not message.get("more_body", False):
             return chunks[0] if len(chunks) == 1 else b"".join(chunks)
+
+
+# --- per-token limits -------------------------------------------------------------------------
+
+
+def limit_key(claims: Claims, token: str) -> str:
+    """A token's rate-limit bucket: its jti, or a digest of the token itself where it has
+    none (an identity provider's may not); never the token, which would sit in memory as a key."""
+    if claims.jti is not None:
+        return "j:" + claims.jti
+    return "t:" + hashlib.sha256(token.encode()).hexdigest()
+
+
+class RateLimited(BrokerError):
+    """A token over its limit: 429 ``rate_limited``, with ``Retry-After: retry_after``."""
+
+    def __init__(self, message: str, retry_after: int) -> None:
+        super().__init__("rate_limited", message)
+        self.retry_after = retry_after
+
+    @property
+    def headers(self) -> list[tuple[bytes, bytes]]:
+        return [(b"retry-after", str(self.retry_after).encode())]
+
+
+def take_read(limits: KeyedBuckets, claims: Claims, scope_headers: list[tuple[bytes, bytes]]) -> None:
+    """Count one read of the token in ``scope_headers`` (its claims: ``claims``); raise
+    ``RateLimited`` when it is over its limit."""
+    token = bearer_token(header(scope_headers, b"authorization")) or ""
+    wait = limits.take(limit_key(claims, token))
+    if wait:
+        raise RateLimited(f"too many requests with this token; retry in {wait} s", wait)

@@ -18,7 +18,6 @@ with ``push:``.
 
 from __future__ import annotations
 
-import hashlib
 import logging
 from typing import Any, Final
 
@@ -28,7 +27,7 @@ from starlette.types import Receive, Scope, Send
 
 from broker.core import push
 from broker.core.errors import BrokerError
-from broker.http.kit import ClientGone, bearer_token, error_body, header, read_body, respond
+from broker.http.kit import ClientGone, bearer_token, error_body, header, limit_key, read_body, respond
 from broker.runtime.config import Config
 from broker.runtime.rate_limits import KeyedBuckets
 from broker.service import Broker
@@ -68,14 +67,6 @@ class PushKeyAPI:
 def subscribe_limits(config: Config) -> KeyedBuckets:
     """The buckets of ``POST /v1/push/subscriptions``, one per token."""
     return KeyedBuckets(config.push_subscribe_per_minute / 60, config.push_subscribe_burst)
-
-
-def _limit_key(claims: Claims, token: str) -> str:
-    """A token's bucket: its jti, or a digest of the token itself where it has none (an
-    identity provider's may not); never the token, which would sit in memory as a key."""
-    if claims.jti is not None:
-        return "j:" + claims.jti
-    return "t:" + hashlib.sha256(token.encode()).hexdigest()
 
 
 class PushSubscriptionsAPI:
@@ -124,7 +115,7 @@ class PushSubscriptionsAPI:
         if _vapid_public_key(broker) is None:
             return 404, error_body("push_not_configured", _NOT_CONFIGURED)
         if method == "POST":  # (before the body is read: a refused flood costs nothing more)
-            wait = self.limits.take(_limit_key(claims, token))
+            wait = self.limits.take(limit_key(claims, token))
             if wait:
                 raise _RateLimited(wait)
         body = await read_body(receive, header(headers, b"content-length"), push.MAX_BODY_BYTES, _TOO_LARGE)

@@ -23,7 +23,7 @@ from starlette.types import Receive, Scope, Send
 from broker.core.errors import BrokerError
 from broker.core.history import STATUSES, Summary
 from broker.core.wire import SESSION_ID_RULE
-from broker.http.kit import bearer_token, error_body, header, only, parse_query, respond
+from broker.http.kit import RateLimited, bearer_token, error_body, header, only, parse_query, respond, take_read
 from broker.service import Broker
 from broker.store.base import StoreUnavailable
 from broker.tokens.claims import Claims, valid_session_id
@@ -45,6 +45,7 @@ class HistoryAPI:
 
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
+        self.limits = broker.read_limits  # per token, shared with the inbox's
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send, sid: str, qid: str | None = None) -> None:
         method: str = scope["method"]
@@ -54,7 +55,8 @@ class HistoryAPI:
             if method not in ("GET", "HEAD"):
                 extra.append((b"allow", _ALLOW.encode()))
                 raise BrokerError("method_not_allowed", f"{method} is not allowed on this path; use GET")
-            await self._authorize(scope, sid)
+            claims = await self._authorize(scope, sid)
+            take_read(self.limits, claims, scope["headers"])
             query = parse_query(scope["query_string"])
             if qid is None:
                 status, body = 200, orjson.dumps(await self._list(sid, query))
@@ -65,6 +67,8 @@ class HistoryAPI:
             self.broker.metrics.errors.labels(exc.code).inc()
             status = 405 if exc.code == "method_not_allowed" else exc.http_status
             body = error_body(exc.code, f"{word}: {exc.message}")
+            if isinstance(exc, RateLimited):
+                extra += exc.headers
         except StoreUnavailable:
             log.warning("store unavailable", extra={"path": scope["path"]})
             self.broker.metrics.errors.labels("store_unavailable").inc()

@@ -23,13 +23,14 @@ from urllib.parse import urlsplit
 
 from broker.core import scopes
 from broker.notify.kinds import KINDS, Kind
+from broker.tokens.claims import sub_problem
 
 DEFAULT_AFTER: Final = 120.0
 NTFY_PRIORITIES: Final = {"min": 1, "low": 2, "default": 3, "high": 4, "max": 5, "urgent": 5}
 
 # Keys every route takes (``kind`` and ``sessions`` required); each kind's own are its row
 # in broker/notify/kinds.py.
-_COMMON: Final = frozenset({"sessions", "kind", "after", "include_prompt", "link_token"})
+_COMMON: Final = frozenset({"sessions", "kind", "after", "include_prompt", "link_token", "link_sub"})
 
 
 class RouteError(Exception):
@@ -46,6 +47,8 @@ class Route:
     after: float = DEFAULT_AFTER
     include_prompt: bool = True
     link_token: bool = False
+    # Who holds the link tokens (their ``sub``): the person the route reaches, else the route.
+    link_sub: str | None = None
     # The kind's own keys (url, secret, to, ...), as the file gives them, checked.
     options: Mapping[str, Any] = field(default_factory=dict)
 
@@ -124,6 +127,9 @@ def _route(index: int, table: Mapping[str, Any]) -> Route:
         if not isinstance(value, bool):
             raise RouteError(f'key "{key}" must be true or false, got {value!r}')
         flags[key] = value
+    link_sub = table.get("link_sub")
+    if link_sub is not None and (problem := sub_problem(link_sub)) is not None:
+        raise RouteError(f'key "link_sub" is not a token holder\'s name: {problem}')
     # Each key the route gives, checked (and normalized) by its check, in _CHECKS' order.
     options = {key: check(kind, table[key]) for key, check in _CHECKS.items() if key in kind.keys and key in table}
     return Route(
@@ -133,6 +139,7 @@ def _route(index: int, table: Mapping[str, Any]) -> Route:
         float(after),
         flags["include_prompt"],
         flags["link_token"],
+        link_sub,
         options,
     )
 

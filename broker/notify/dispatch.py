@@ -11,6 +11,10 @@ never its path, secret or the notification's text).
 
 ``still_wanted`` is asked before every attempt: a questionnaire answered or ended
 meanwhile is not announced (``skipped``).
+
+A job may carry a ``ticket`` (its delivery's id in the store: deliveries.py); ``finished``
+is called with it once the job is finished (sent, skipped or given up), and ``tickets``
+lists those still held (in flight or waiting to retry).
 """
 
 from __future__ import annotations
@@ -34,12 +38,14 @@ WORKERS: Final = 8
 MAX_RETRY_AFTER: Final = 300.0  # a receiver's Retry-After is honoured up to this
 
 StillWanted = Callable[[Notification], Awaitable[bool]]
+Finished = Callable[[str], Awaitable[None]]
 
 
 @dataclass
 class _Job:
     channel: Channel
     note: Notification
+    ticket: str | None = None
     attempt: int = 0  # attempts made so far
 
 
@@ -55,6 +61,7 @@ class Dispatcher:
         attempts: int = ATTEMPTS,
         workers: int = WORKERS,
         still_wanted: StillWanted | None = None,
+        finished: Finished | None = None,
         jitter: Callable[[], float] = random.random,
     ) -> None:
         self.metrics = metrics
@@ -62,6 +69,8 @@ class Dispatcher:
         self.retry_delay = retry_delay
         self.attempts = attempts
         self.still_wanted = still_wanted
+        self.finished = finished
+        self._tickets: set[str] = set()
         self._jitter = jitter
         self._workers = workers
         self._ready: asyncio.Queue[_Job] = asyncio.Queue()
@@ -74,6 +83,15 @@ class Dispatcher:
     @property
     def pending(self) -> int:
         return self._pending
+
+    @property
+    def room(self) -> int:
+        """How many more jobs ``submit`` takes now."""
+        return max(self.queue_size - self._pending, 0)
+
+    def tickets(self) -> list[str]:
+        """The tickets of the jobs held now."""
+        return list(self._tickets)
 
     def start(self) -> None:
         for number in range(self._workers):
@@ -94,7 +112,7 @@ class Dispatcher:
         """Return once nothing is pending (for tests and a graceful stop)."""
         await self._idle.wait()
 
-    def submit(self, channel: Channel, note: Notification) -> bool:
+    def submit(self, channel: Channel, note: Notification, ticket: str | None = None) -> bool:
         """Queue ``note`` for ``channel``; False (counted ``dropped``) when the queue is full."""
         if self._pending >= self.queue_size:
             self._count(channel, "dropped")
@@ -104,7 +122,9 @@ class Dispatcher:
             )
             return False
         self._change(+1)
-        self._ready.put_nowait(_Job(channel, note))
+        if ticket is not None:
+            self._tickets.add(ticket)
+        self._ready.put_nowait(_Job(channel, note, ticket))
         return True
 
     def delay(self, attempt: int, retry_after: float | None = None) -> float:
@@ -126,7 +146,17 @@ class Dispatcher:
                 self._count(job.channel, "failed")
                 finished = True
             if finished:
-                self._change(-1)
+                await self._finish(job)
+
+    async def _finish(self, job: _Job) -> None:
+        self._change(-1)
+        if job.ticket is not None:
+            self._tickets.discard(job.ticket)
+            if self.finished is not None:
+                try:
+                    await self.finished(job.ticket)
+                except Exception:  # (the store away: another broker may send it again)
+                    log.warning("notification delivery not recorded as finished", extra=_ids(job.channel, job.note))
 
     async def _attempt(self, job: _Job) -> bool:
         """One attempt; True when the job is finished (sent, skipped or given up), False
@@ -183,7 +213,8 @@ class Dispatcher:
 
 
 def _ids(channel: Channel, note: Notification) -> dict[str, object]:
-    """What a log line says of a notification: ids, the route, the target's scheme and host."""
+    """What a log line says of a notification: ids (the link token's ``jti`` too, to revoke
+    it), the route, the target's scheme and host."""
     return {
         "route": channel.route.index,
         "kind": channel.kind,
@@ -192,4 +223,5 @@ def _ids(channel: Channel, note: Notification) -> dict[str, object]:
         "questionnaire": note.questionnaire_id,
         "trigger": note.trigger,
         "notification": note.id,
+        "link_jti": note.link_jti,
     }

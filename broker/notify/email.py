@@ -1,8 +1,11 @@
 """The ``email`` kind: a plain-text mail over SMTP, sent with ``aiosmtplib``.
 
-``url`` names the server: ``smtp://[user:password@]host[:port]`` (STARTTLS when the server
-offers it; port 25 unless given, 587 is usual) or ``smtps://...`` (TLS from the start, port
-465 unless given); ``from`` and ``to`` (one address or a list) the envelope and headers;
+``url`` names the server: ``smtp://[user:password@]host[:port]`` (port 25 unless given, 587
+is usual) or ``smtps://...`` (TLS from the start, port 465 unless given). Over ``smtp://``
+the mail goes after STARTTLS, with the server's certificate checked; without TLS only when
+there is nothing an on-path attacker could use: a route with credentials or with link
+tokens (``link_token``) gives up on a server that offers no STARTTLS. ``from`` and ``to``
+(one address or a list) the envelope and headers; ``from`` and ``to`` (one address or a list) the envelope and headers;
 ``subject_prefix`` (default ``[qbroker]``) starts the subject. The Message-ID is made from
 the notification's id, so a mail system can drop a repeat.
 
@@ -24,6 +27,7 @@ from broker.notify.notification import Notification
 from broker.notify.posting import reachable
 
 DEFAULT_SUBJECT_PREFIX = "[qbroker]"
+NO_STARTTLS = "the server offers no STARTTLS (TLS is required with credentials or link tokens)"
 
 
 def mail(route: Route, note: Notification) -> EmailMessage:
@@ -54,19 +58,26 @@ class EmailChannel(Channel):
         self.port = parts.port or (465 if self.tls else 25)
         self.username = unquote(parts.username) if parts.username else None
         self.password = unquote(parts.password) if parts.password else None
+        # A password or a token in a link must never cross the network in clear.
+        self.requires_tls = self.username is not None or self.password is not None or bool(route.link_token)
 
     async def deliver(self, note: Notification) -> None:
+        smtp = aiosmtplib.SMTP(
+            hostname=self.host, port=self.port, use_tls=self.tls, start_tls=False, timeout=self.timeout
+        )
         try:
-            await aiosmtplib.send(
-                mail(self.route, note),
-                hostname=self.host,
-                port=self.port,
-                username=self.username,
-                password=self.password,
-                use_tls=self.tls,
-                start_tls=None if not self.tls else False,  # None: STARTTLS when offered
-                timeout=self.timeout,
-            )
+            async with smtp:
+                if not self.tls:
+                    await smtp.ehlo()
+                    if smtp.supports_extension("starttls"):
+                        await smtp.starttls()
+                    elif self.requires_tls:
+                        raise FailedDelivery(
+                            "the server offers no STARTTLS (TLS is required with credentials or link tokens)"
+                        )
+                if self.username is not None:
+                    await smtp.login(self.username, self.password or "")
+                await smtp.send_message(mail(self.route, note))
         except aiosmtplib.SMTPRecipientsRefused as exc:
             codes = sorted({refusal.code for refusal in exc.recipients})
             reason = f"recipients refused (SMTP {', '.join(map(str, codes))})"

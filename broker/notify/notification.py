@@ -27,7 +27,8 @@ class QuestionText(msgspec.Struct, frozen=True):
 
 class Notification(msgspec.Struct, frozen=True):
     """``id``: one per route and trigger (a retry of it keeps it: the webhook's Idempotency-Key);
-    ``at``: when it was made (Unix seconds)."""
+    ``at``: when it was made (Unix seconds); ``link_jti``: the id of the client token in the
+    link (None: none), logged with the notification so that it can be revoked."""
 
     id: str
     trigger: Trigger
@@ -38,6 +39,7 @@ class Notification(msgspec.Struct, frozen=True):
     question: QuestionText | None
     link: str
     at: float
+    link_jti: str | None = None
 
     def payload(self) -> dict[str, Any]:
         """The webhook's JSON body, key for key as docs/notifications.md gives it."""

@@ -4,8 +4,9 @@ The service calls ``started`` and ``resumed`` right after such a write, on the a
 they only queue the moment (``put_nowait``) and return; nothing on that path waits for a
 store read, a claim or a delivery. A few tasks then take each moment: they look at who is
 there (the store's presence, any broker), and when nobody is, claim the moment in the store
-once per route (``reminders.claim_name``; of several brokers, one wins) and hand the
-notification to the dispatcher.
+once per route (``reminders.claim_name``; of several brokers, one wins) and keep the
+notification in the store for delivery (deliveries.py), which some broker's dispatcher
+takes.
 
 ``idle`` needs no call: every ``tick`` the notifier looks at the sessions whose clients are
 connected to this process (the fan-out's hubs) and, for a question shown and left alone for
@@ -22,12 +23,15 @@ import uuid
 from collections.abc import Callable, Mapping, Sequence, Sized
 from typing import Final, Protocol
 
+import jwt
+
 from broker.core import reminders
 from broker.core.machine import Questionnaire
 from broker.core.reminders import Trigger
 from broker.notify.channel import Channel, IsRevoked, never_revoked
 from broker.notify.channels import build_channel
 from broker.notify.config import DEFAULT_AFTER, Route
+from broker.notify.deliveries import DeliveryQueue
 from broker.notify.dispatch import Dispatcher
 from broker.notify.notification import Notification, QuestionText
 from broker.notify.posting import http_client
@@ -40,9 +44,18 @@ from broker.tokens.claims import mint_token
 log = logging.getLogger("qbroker.notify")
 
 LINK_TOKEN_TTL: Final = 3600  # a link's client token: one session, one hour
+LINK_SUB_PREFIX: Final = "notify-route-"  # a link token's holder when its route names none
 # Notification ids: a UUID made from the claim, the same on every broker and every retry.
 _IDS: Final = uuid.UUID("6f1d7c52-3b8e-4a39-9c57-2f4d1f0b7a10")
 _MOMENT_TASKS: Final = 4
+
+
+def link_token(secret: str, route: Route, session_id: str) -> str:
+    """The client token a route's link carries: that one session, one hour, held by the
+    route's ``link_sub`` (the person it reaches) or else by the route itself
+    (``notify-route-<N>``), so that ``qbroker token revoke --sub`` reaches it."""
+    holder = route.link_sub or f"{LINK_SUB_PREFIX}{route.index}"
+    return mint_token(secret, session_id, "client", ttl=LINK_TOKEN_TTL, sub=holder)
 
 
 class ShownHere(Protocol):
@@ -83,6 +96,12 @@ class Notifier:
             queue_size=config.notify_queue_size,
             retry_delay=config.notify_retry_delay,
             still_wanted=self._still_wanted,
+        )
+        self.deliveries = DeliveryQueue(
+            store,
+            {channel.route.index: channel for channel in self.channels},
+            self.dispatcher,
+            visibility=config.notify_visibility,
         )
         self.metrics = metrics
         self._moments: asyncio.Queue[tuple[Trigger, Questionnaire]] = asyncio.Queue(config.notify_queue_size)
@@ -131,6 +150,7 @@ class Notifier:
 
     async def start(self) -> None:
         self.dispatcher.start()
+        self.deliveries.start()
         for number in range(_MOMENT_TASKS):
             self._tasks.append(asyncio.create_task(self._take_moments(), name=f"qbroker-notify-moments-{number}"))
         self._tasks.append(asyncio.create_task(self._idle_loop(), name="qbroker-notify-idle"))
@@ -139,6 +159,7 @@ class Notifier:
     async def stop(self) -> None:
         await stop_tasks(self._tasks)
         self._tasks.clear()
+        await self.deliveries.stop()
         await self.dispatcher.stop()
         for channel in self.channels:
             with contextlib.suppress(Exception):
@@ -225,19 +246,21 @@ class Notifier:
             name = reminders.claim_name(state, trigger, channel.route.index)
             if not await self.store.claim(state.session_id, name, self.store.retention):
                 continue  # another broker (or an earlier look here) has it
-            self.dispatcher.submit(channel, self.notification(channel.route, trigger, state, name))
+            await self.deliveries.put(channel.route.index, self.notification(channel.route, trigger, state, name))
 
     def notification(self, route: Route, trigger: Trigger, state: Questionnaire, name: str) -> Notification:
         """What ``route`` is told: ids, who asked, the count, the waiting question (unless
         the route leaves it out) and the link; never answers, Other or clarification texts."""
         question = reminders.waiting_question(state) if route.include_prompt else None
         link = f"{self.config.link_base()}/#session={state.session_id}"
+        link_jti = None
         if self.config.sign_in() is not None:
             # People sign in: the link carries no token, and names the question to open after.
             link += f"&questionnaire={state.id}"
         elif route.link_token:
-            token = mint_token(self.config.secret or "", state.session_id, "client", ttl=LINK_TOKEN_TTL)
+            token = link_token(self.config.secret or "", route, state.session_id)
             link += f"&token={token}"
+            link_jti = str(jwt.decode(token, options={"verify_signature": False})["jti"])
         return Notification(
             id=str(uuid.uuid5(_IDS, f"{state.session_id}/{name}")),
             trigger=trigger,
@@ -248,6 +271,7 @@ class Notifier:
             question=None if question is None else QuestionText(question.label, question.prompt),
             link=link,
             at=self.clock(),
+            link_jti=link_jti,
         )
 
     async def _still_wanted(self, note: Notification) -> bool:

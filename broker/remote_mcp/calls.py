@@ -21,6 +21,10 @@ call that has waited the endpoint's ``?timeout`` (for hosts that give up after a
 For a host that can show the questionnaire in its own form (``in_host.py``), a start or a
 resume may end at once with that form instead of waiting; the host's repeated call, with the
 person's reply, is applied, then waits for the outcome as any call does.
+
+A call whose token is revoked or expires while it waits ends with the tool error
+``unauthorized`` ("token revoked", "token expired") within about a second: the token is
+checked before each slice and watched during it.
 """
 
 from __future__ import annotations
@@ -39,6 +43,7 @@ from broker.remote_mcp.gate import Caller
 from broker.remote_mcp.in_host import Asking, Host, Reply
 from broker.remote_mcp.streams import StreamAsk
 from broker.service import Broker
+from broker.service.token_guard import while_token_holds
 from broker.store.base import StoreUnavailable
 
 log = logging.getLogger("qbroker.mcp")
@@ -84,12 +89,12 @@ async def call_tool(
             if isinstance(taken, dict):
                 return taken
             wait = partial(_wait, broker, caller, taken, _slice(broker, loop, deadline))
-            status, body = await _riding_out_the_store(wait)
+            status, body = await _riding_out_the_store(_while_token_holds(broker, caller, wait))
         else:
             in_host = asking is not None and await asking.should_ask(caller, host)
             first_wait = 0.0 if in_host else _slice(broker, loop, deadline)
             first = partial(_first, broker, caller, arguments or {}, meta, first_wait)
-            status, body = await _riding_out_the_store(first)
+            status, body = await _riding_out_the_store(_while_token_holds(broker, caller, first))
             if status == 202 and in_host:
                 assert asking is not None and host is not None
                 if host.stream is not None:
@@ -118,7 +123,7 @@ async def call_tool(
                 await on_stream.again_if_refused(questionnaire_id)
                 slice_ = min(slice_, FORM_CHECK_INTERVAL)  # (a refused reply is asked again soon)
             wait = partial(_wait, broker, caller, questionnaire_id, slice_)
-            status, body = await _riding_out_the_store(wait)
+            status, body = await _riding_out_the_store(_while_token_holds(broker, caller, wait))
     except BrokerError as exc:
         broker.metrics.errors.labels(exc.code).inc()
         return tool.error_result(exc.message, exc.code)
@@ -157,6 +162,18 @@ async def _first(
 async def _wait(broker: Broker, caller: Caller, questionnaire_id: str, wait: float) -> Outcome:
     """One more slice of waiting for the outcome."""
     return await broker.wait_for_outcome(caller.session_id, questionnaire_id, wait)
+
+
+def _while_token_holds(
+    broker: Broker, caller: Caller, attempt: Callable[[], Awaitable[Outcome]]
+) -> Callable[[], Awaitable[Outcome]]:
+    """``attempt``, ended with ``unauthorized`` as soon as the caller's token is revoked or
+    expires (checked before each slice, and watched during it: broker/service/token_guard.py)."""
+
+    def guarded() -> Awaitable[Outcome]:
+        return while_token_holds(broker.tokens, caller.claims, broker.clock, attempt)
+
+    return guarded
 
 
 def _explicit_key(meta: Mapping[str, Any] | None) -> str | None:

@@ -42,7 +42,8 @@ class McpEndpoint:
         self.broker = broker
         self.asking = in_host.Asking(broker)
         self.server = _server(broker, self.asking)
-        # The gate checks Origin (with the broker's own rule) and the body size first.
+        # The broker checks Host (broker/runtime/hosts.py: DNS rebinding), the gate Origin
+        # (with the broker's own rule) and the body size first.
         self.security = TransportSecuritySettings(enable_dns_rebinding_protection=False)
         self.streams = streams.Streams(self.server, self.asking, self.security)
         self._manager: StreamableHTTPSessionManager | None = None

@@ -5,8 +5,9 @@ in the agent API's words (``{"error": {"code", "message"}}``, the same statuses)
 request whatever its method:
 
 1. an ``Origin`` that is neither the broker's own nor in ``QBROKER_ALLOWED_ORIGINS``: 403
-   (MCP's Streamable HTTP transport asks servers to check it against DNS rebinding: a web
-   page must not reach a broker on the visitor's own network through its browser);
+   (a page of another site must not use the endpoint through a visitor's browser; DNS
+   rebinding, which MCP's Streamable HTTP transport asks servers to guard against, is the
+   broker's Host check before this gate: broker/runtime/hosts.py);
 2. no ``Authorization: Bearer <agent token>``, or a token that is invalid, expired or a
    client's: 401;
 3. a session the token does not cover: 403; ``/mcp`` takes its session from the token, so a
@@ -15,7 +16,9 @@ request whatever its method:
 4. a broker that is shutting down: 503 (a load balancer tries another);
 5. a query other than ``?timeout=SECONDS`` and ``?inHost=fallback|race|off``: 400 (as the
    agent API refuses unknown ones);
-6. a body over 16 MiB: 413 (read here, after the token, and handed on whole).
+6. a body over 16 MiB: 413 (read here, after the token, and handed on whole);
+7. a ``GET`` (the stateless endpoint has nothing to stream, and a session's requests are
+   POSTs): 405 with ``Allow: POST, DELETE``, after the token.
 
 ``?timeout=SECONDS`` (in the URL a host is configured with) bounds each tool call, for hosts
 that give up on a call after a fixed time: the call then ends first, with a tool error that
@@ -37,7 +40,7 @@ from broker.core.host_form import IN_HOST_MODES
 from broker.http import agent_api, kit
 from broker.http.kit import error_body, respond
 from broker.service import Broker
-from broker.tokens.claims import valid_session_id
+from broker.tokens.claims import Claims, valid_session_id
 from broker.ws.handshake import origin_allowed
 
 log = logging.getLogger("qbroker.mcp")
@@ -53,15 +56,21 @@ BODY_KEY: Final = "qbroker.mcp.body"
 class Caller:
     """Who calls, for which session: what the tool needs of the request."""
 
-    __slots__ = ("in_host", "session_id", "sub", "timeout")
+    __slots__ = ("claims", "in_host", "session_id", "sub", "timeout")
 
     def __init__(
-        self, session_id: str, sub: str | None, timeout: float | None = None, in_host: str | None = None
+        self,
+        session_id: str,
+        sub: str | None,
+        timeout: float | None = None,
+        in_host: str | None = None,
+        claims: Claims | None = None,
     ) -> None:
         self.session_id = session_id
         self.sub = sub
         self.timeout = timeout  # seconds a tool call may wait (None: as long as it takes)
         self.in_host = in_host  # when to ask in the host's form (None: QBROKER_IN_HOST)
+        self.claims = claims  # the token's, checked again before and during every wait
 
 
 async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path_session: str | None) -> Receive | None:
@@ -74,6 +83,7 @@ async def admit(broker: Broker, scope: Scope, receive: Receive, send: Send, path
             log.info("mcp request refused: origin not allowed", extra={"origin": headers.get("origin", "")[:200]})
             raise BrokerError("forbidden", "questionnaire: this Origin may not use the MCP endpoint")
         caller = await _authorize(broker, headers.get("authorization"), path_session)
+        _no_stream(scope["method"])
         if broker.shutting_down.is_set():
             raise BrokerError("shutting_down", "questionnaire: this broker is shutting down; retry")
         caller.timeout, caller.in_host = _query(scope["query_string"])
@@ -95,7 +105,7 @@ async def _authorize(broker: Broker, header: str | None, path_session: str | Non
     claims = await agent_api.verify_agent(broker, header)
     if path_session is not None:
         agent_api.check_session(claims, path_session)
-        return Caller(path_session, claims.sub)
+        return Caller(path_session, claims.sub, claims=claims)
     if not valid_session_id(claims.sid):
         # A pattern (alice:*) or * covers more than one session: which one is the caller's?
         raise BrokerError(
@@ -103,7 +113,15 @@ async def _authorize(broker: Broker, header: str | None, path_session: str | Non
             f"questionnaire: this token covers more than one session ({claims.sid!r}); name the session in the"
             " path: /v1/sessions/{sid}/mcp",
         )
-    return Caller(claims.sid, claims.sub)
+    return Caller(claims.sid, claims.sub, claims=claims)
+
+
+def _no_stream(method: str) -> None:
+    """A ``GET`` would open a stream that never carries anything (nothing is sent outside a
+    call's own stream) and that one token could hold any number of: 405, as the MCP
+    specification allows."""
+    if method == "GET":
+        raise BrokerError("method_not_allowed", "questionnaire: GET is not served here; this endpoint takes POST")
 
 
 def _query(raw: bytes) -> tuple[float | None, str | None]:
@@ -145,4 +163,6 @@ async def refuse(send: Send, exc: BrokerError) -> None:
         # RFC 6750: a 401 names the scheme. No resource_metadata: this endpoint takes the
         # broker's own tokens, not OAuth, so a host has nothing to discover.
         extra.append((b"www-authenticate", b'Bearer realm="qbroker"'))
+    if exc.code == "method_not_allowed":
+        extra.append((b"allow", b"POST, DELETE"))
     await respond(send, exc.http_status, error_body(exc.code, exc.message), extra)

@@ -48,9 +48,11 @@ _POSITIVE = {
     "redis_wait_timeout": "QBROKER_REDIS_WAIT_TIMEOUT",
     "notify_retry_delay": "QBROKER_NOTIFY_RETRY_DELAY",
     "notify_timeout": "QBROKER_NOTIFY_TIMEOUT",
+    "notify_visibility": "QBROKER_NOTIFY_VISIBILITY",
     "mcp_progress_interval": "QBROKER_MCP_PROGRESS_INTERVAL",
     "jwks_refetch_interval": "QBROKER_JWKS_REFETCH_INTERVAL",
     "push_subscribe_per_minute": "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE",
+    "reads_per_minute": "QBROKER_READS_PER_MINUTE",
 }
 _NOT_NEGATIVE = {
     "client_wait": "QBROKER_CLIENT_WAIT",
@@ -65,6 +67,7 @@ _AT_LEAST_ONE = {
     "max_connections_per_session": "QBROKER_MAX_CONNECTIONS_PER_SESSION",
     "notify_queue_size": "QBROKER_NOTIFY_QUEUE_SIZE",
     "push_subscribe_burst": "QBROKER_PUSH_SUBSCRIBE_BURST",
+    "reads_burst": "QBROKER_READS_BURST",
 }
 
 
@@ -179,6 +182,9 @@ class Config:
     retention: float = 7 * 24 * 3600.0
     hello_timeout: float = 10.0
     allowed_origins: tuple[str, ...] = ()
+    # Host names the broker answers for besides loopback names and QBROKER_PUBLIC_URL's host
+    # ("*": any), against DNS rebinding (broker/runtime/hosts.py).
+    allowed_hosts: tuple[str, ...] = ()
     max_frame_bytes: int = 64 * 1024
     # Per-connection token bucket: a burst of ``rate_burst`` frames, refilled at
     # ``rate_limit`` frames per second. People click far slower; bots are sized below it.
@@ -202,7 +208,8 @@ class Config:
     jwks_url: str | None = None
     jwt_issuer: str | None = None
     jwt_audience: tuple[str, ...] = ()
-    jwt_sid_claim: str = "sid"
+    # (not "sid": OIDC providers put their session id there, in access tokens too)
+    jwt_sid_claim: str = "qbroker_sid"
     jwt_role_claim: str = "role"
     jwt_sub_claim: str = "sub"
     # A token whose key id the cached JWKS lacks fetches it again, at most this often.
@@ -215,7 +222,8 @@ class Config:
     # Notifications (docs/notifications.md): the routes' file, the wait for a first client
     # in a session a route covers, the bound on an agent's own ?clientWait, the base of the
     # links, and the delivery queue (its size, the first retry's delay, doubled per attempt,
-    # and one attempt's timeout).
+    # one attempt's timeout, and how long a delivery its broker stopped holding waits before
+    # another broker takes it over).
     notify_config: Path | None = None
     notify_client_wait: float = 15 * 60.0
     max_client_wait: float = 3600.0
@@ -223,6 +231,7 @@ class Config:
     notify_queue_size: int = 1000
     notify_retry_delay: float = 8.0
     notify_timeout: float = 10.0
+    notify_visibility: float = 30.0
     # Browser push (docs/notifications.md, "Web push"): the VAPID private key (base64url of
     # the raw 32 bytes, or PEM; None: generated once into the data dir), the contact the push
     # services see (mailto: or https:; None: QBROKER_PUBLIC_URL when https), and the push
@@ -234,6 +243,10 @@ class Config:
     # refilled at ``push_subscribe_per_minute``. A page posts once per visit and per click.
     push_subscribe_per_minute: float = 10.0
     push_subscribe_burst: float = 10.0
+    # GET /v1/inbox and the record (history, events) per token and process: a burst of
+    # ``reads_burst``, refilled at ``reads_per_minute``. Pages read them on demand.
+    reads_per_minute: float = 600.0
+    reads_burst: float = 120.0
 
     @classmethod
     def from_env(cls, env: dict[str, str] | None = None, **overrides: Any) -> Config:
@@ -261,6 +274,9 @@ class Config:
             retention=_float(e, "QBROKER_RETENTION", cls.retention),
             hello_timeout=_float(e, "QBROKER_HELLO_TIMEOUT", cls.hello_timeout),
             allowed_origins=origins,
+            allowed_hosts=tuple(
+                h.strip().lower().rstrip(".") for h in e.get("QBROKER_ALLOWED_HOSTS", "").split(",") if h.strip()
+            ),
             rate_limit=_float(e, "QBROKER_RATE_LIMIT", cls.rate_limit),
             rate_burst=_float(e, "QBROKER_RATE_BURST", cls.rate_burst),
             max_connections_per_session=int(
@@ -280,6 +296,7 @@ class Config:
             notify_queue_size=int(_float(e, "QBROKER_NOTIFY_QUEUE_SIZE", cls.notify_queue_size)),
             notify_retry_delay=_float(e, "QBROKER_NOTIFY_RETRY_DELAY", cls.notify_retry_delay),
             notify_timeout=_float(e, "QBROKER_NOTIFY_TIMEOUT", cls.notify_timeout),
+            notify_visibility=_float(e, "QBROKER_NOTIFY_VISIBILITY", cls.notify_visibility),
             jwks_url=e.get("QBROKER_JWKS_URL", "").strip() or None,
             jwt_issuer=e.get("QBROKER_JWT_ISSUER", "").strip() or None,
             jwt_audience=tuple(a.strip() for a in e.get("QBROKER_JWT_AUDIENCE", "").split(",") if a.strip()),
@@ -294,6 +311,8 @@ class Config:
             push_services=_push_services(e),
             push_subscribe_per_minute=_float(e, "QBROKER_PUSH_SUBSCRIBE_PER_MINUTE", cls.push_subscribe_per_minute),
             push_subscribe_burst=_float(e, "QBROKER_PUSH_SUBSCRIBE_BURST", cls.push_subscribe_burst),
+            reads_per_minute=_float(e, "QBROKER_READS_PER_MINUTE", cls.reads_per_minute),
+            reads_burst=_float(e, "QBROKER_READS_BURST", cls.reads_burst),
         )
         clean = {k: v for k, v in overrides.items() if v is not None}
         if "data_dir" in clean:
@@ -396,8 +415,10 @@ class Config:
             if stray:
                 raise SystemExit(f"qbroker: {stray[0]} is set but QBROKER_JWKS_URL is not: set both, or neither")
             return
-        if not self.jwks_url.startswith(("https://", "http://")) or len(self.jwks_url.split("://", 1)[1]) == 0:
-            raise SystemExit(f"qbroker: QBROKER_JWKS_URL must be an https:// (or http://) URL, got {self.jwks_url!r}")
+        from broker.tokens.jwks_fetch import url_problem
+
+        if (problem := url_problem(self.jwks_url)) is not None:
+            raise SystemExit(f"qbroker: QBROKER_JWKS_URL: {problem}, got {self.jwks_url!r}")
         missing = [name for name, given in pair if not given]
         if missing:
             raise SystemExit(

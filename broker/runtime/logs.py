@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 import time
 from typing import Any, TextIO
@@ -33,12 +34,23 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(entry, default=str)
 
 
+# What a text line must not carry raw: C0 and C1 controls and DEL (a CR/LF would forge a
+# line, an escape code recolour or hide one), the Unicode line and paragraph separators, and
+# the bidi controls. (The JSON format escapes them itself.)
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def escaped(text: str) -> str:
+    """``text`` with every such character written as an escape (``\\r``, ``\\x1b``, ``\\u202e``)."""
+    return _UNPRINTABLE.sub(lambda m: m.group().encode("unicode_escape").decode("ascii"), text)
+
+
 class TextFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         extras = " ".join(f"{k}={v}" for k, v in vars(record).items() if k not in _STANDARD and not k.startswith("_"))
         stamp = time.strftime("%H:%M:%S", time.localtime(record.created))
         line = f"{stamp} {record.levelname.lower():7} {record.name}: {record.getMessage()}"
-        return f"{line} {extras}".rstrip()
+        return escaped(f"{line} {extras}".rstrip())
 
 
 class DropFrameTraces(logging.Filter):

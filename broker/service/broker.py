@@ -26,7 +26,9 @@ from broker.core.events import started
 from broker.core.machine import Questionnaire
 from broker.core.model import Question, ResumeInput
 from broker.runtime.config import Config
+from broker.runtime.hosts import AllowedHosts
 from broker.runtime.metrics import Metrics
+from broker.runtime.rate_limits import KeyedBuckets
 from broker.service.fanout import Fanout
 from broker.service.hubs import Connection, Encoded, SessionHub
 from broker.service.inbox import InboxFeed
@@ -60,6 +62,9 @@ class Broker:
         self.store = store
         self.clock = clock
         self.shutting_down = asyncio.Event()
+        self.allowed_hosts = AllowedHosts(config)  # what every request's Host must be
+        # The reads' (the inbox's, the record's) per-token limits: QBROKER_READS_PER_MINUTE.
+        self.read_limits = KeyedBuckets(config.reads_per_minute / 60, config.reads_burst)
         self.metrics = Metrics()
         self.tokens = Tokens(config, store, clock, self.metrics)
         self.fanout = Fanout(store, self.metrics, clock)

@@ -51,6 +51,9 @@ FOLLOW_LINGER: Final = 30.0
 # Questionnaires of a session that ended, remembered so that a late notice of one (the
 # create's, through the watch) does not bring it back.
 _ENDED_KEPT: Final = 64
+# Sessions whose entries one inbox read asks the store for at once (on Redis, one script
+# each, in flight together): a scope covering thousands is read in rounds of this many.
+READ_AT_ONCE: Final = 256
 
 
 async def read_inbox(store: Store, scope: str, now: float) -> list[Row]:
@@ -58,10 +61,11 @@ async def read_inbox(store: Store, scope: str, now: float) -> list[Row]:
     connected clients (in no order: ``inbox.page`` orders them)."""
     prefix = scope_prefix(scope)
     session_ids = [scope] if prefix is None else await store.open_sessions(prefix)
-    if not session_ids:
-        return []
-    found = await store.session_inboxes(session_ids, now)
-    return [(entry, one.clients) for one in found for entry in one.entries]
+    rows: list[Row] = []
+    for start in range(0, len(session_ids), READ_AT_ONCE):  # (a bounded number of reads in flight)
+        found = await store.session_inboxes(session_ids[start : start + READ_AT_ONCE], now)
+        rows += [(entry, one.clients) for one in found for entry in one.entries]
+    return rows
 
 
 class Watcher(Protocol):

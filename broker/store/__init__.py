@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from broker.store.base import Store
 from broker.store.memory import MemoryStore
 
@@ -18,14 +20,18 @@ def open_store(
     sentinel_master: str = "mymaster",
     password: str | None = None,
     sentinel_password: str | None = None,
+    data_dir: Path | None = None,
 ) -> Store:
-    """The memory store without ``redis_url`` or ``sentinels``; else Redis: a Redis Cluster
-    with ``cluster``, the master ``sentinels`` know as ``sentinel_master`` with them (its
-    ``password``; ``sentinel_password`` for the sentinels)."""
+    """The memory store without ``redis_url`` or ``sentinels`` (keeping its revocations in
+    ``data_dir`` when given); else Redis: a Redis Cluster with ``cluster``, the master
+    ``sentinels`` know as ``sentinel_master`` with them (its ``password``;
+    ``sentinel_password`` for the sentinels)."""
     if redis_url is None and not sentinels:
         if cluster or wait_replicas or wait_aof:
             raise ValueError("the Redis settings (cluster, WAIT/WAITAOF) need a Redis URL")
-        return MemoryStore(retention)
+        from broker.store.revocations_file import FILE_NAME
+
+        return MemoryStore(retention, None if data_dir is None else data_dir / FILE_NAME)
     from broker.store.redis import RedisStore, SentinelTarget
 
     if sentinels and redis_url is not None:

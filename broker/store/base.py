@@ -318,6 +318,26 @@ class Store(abc.ABC):
         """Whether a subscription covers ``session_id`` (someone may come when pushed)."""
         return bool(await self.push_subscriptions(session_id, now))
 
+    # --- notification deliveries (broker/notify/deliveries.py) --------------------------
+
+    @abc.abstractmethod
+    async def add_delivery(self, record: bytes) -> None:
+        """Keep a notification for delivery by whichever broker takes it first."""
+
+    @abc.abstractmethod
+    async def take_deliveries(self, consumer: str, count: int, idle: float) -> list[tuple[str, bytes]]:
+        """Up to ``count`` deliveries for ``consumer`` (one broker process), as (id, record):
+        first those another consumer took and left alone for ``idle`` seconds (it stopped),
+        then new ones. Each is ``consumer``'s until it finishes it or leaves it alone."""
+
+    @abc.abstractmethod
+    async def keep_deliveries(self, consumer: str, delivery_ids: list[str]) -> None:
+        """``consumer`` still holds these deliveries: their idle time starts again."""
+
+    @abc.abstractmethod
+    async def finish_delivery(self, delivery_id: str) -> None:
+        """Delivered or given up: forget the delivery."""
+
     # --- notifications ----------------------------------------------------------------
 
     @abc.abstractmethod

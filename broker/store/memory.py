@@ -18,6 +18,7 @@ import time
 from collections import Counter, defaultdict
 from collections.abc import Coroutine, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from broker.core.events import Event
@@ -28,6 +29,7 @@ from broker.core.push import PushSubscription, subscription_id
 from broker.core.revocations import Revocation
 from broker.core.scopes import covering_scopes
 from broker.speedups.eager import eagerly
+from broker.store import revocations_file
 from broker.store.base import (
     INBOX_SOCKETS_KEPT,
     Head,
@@ -39,8 +41,10 @@ from broker.store.base import (
     Record,
     SessionInbox,
     Store,
+    StoreUnavailable,
     Written,
 )
+from broker.store.memory_deliveries import MemoryDeliveries
 from broker.store.records import from_msgpack, to_msgpack
 
 log = logging.getLogger("qbroker.store.memory")
@@ -99,8 +103,10 @@ class _Session:
 class MemoryStore(Store):
     eager_safe = True
 
-    def __init__(self, retention: float = 7 * 24 * 3600.0) -> None:
+    def __init__(self, retention: float = 7 * 24 * 3600.0, revocations_file: Path | None = None) -> None:
         self.retention = retention
+        # Where the revocations are kept across restarts (None: in this process only).
+        self._revocations_file = revocations_file
         self._sessions: defaultdict[str, _Session] = defaultdict(_Session)
         self._subscribed: set[str] = set()  # every write's notices
         self._subscribed_to_outcomes: set[str] = set()  # only outcomes' notices
@@ -114,6 +120,7 @@ class MemoryStore(Store):
         self._revocations_version = 0
         # Browser push subscriptions: scope -> endpoint's id -> subscription.
         self._push: dict[str, dict[str, PushSubscription]] = {}
+        self._deliveries = MemoryDeliveries()
 
     # The memory store measures retention with the wall clock: it is the only clock
     # shared with the states' own timestamps.
@@ -282,10 +289,27 @@ class MemoryStore(Store):
             if each.until <= now:
                 del self._revocations[key]
         self._revocations_version += 1
+        if self._revocations_file is not None:
+            try:
+                revocations_file.write(self._revocations_file, list(self._revocations.values()))
+            except OSError as exc:
+                raise StoreUnavailable(f"memory store: cannot keep the revocation: {exc}") from exc
 
     async def revocations(self, known: str | None) -> tuple[str, list[Revocation]] | None:
         version = str(self._revocations_version)
         return None if version == known else (version, list(self._revocations.values()))
+
+    async def add_delivery(self, record: bytes) -> None:
+        self._deliveries.add(record)
+
+    async def take_deliveries(self, consumer: str, count: int, idle: float) -> list[tuple[str, bytes]]:
+        return self._deliveries.take(consumer, count, idle)
+
+    async def keep_deliveries(self, consumer: str, delivery_ids: list[str]) -> None:
+        self._deliveries.keep(consumer, delivery_ids)
+
+    async def finish_delivery(self, delivery_id: str) -> None:
+        self._deliveries.finish(delivery_id)
 
     async def open_sessions(self, prefix: str) -> list[str]:
         return [sid for sid, session in self._sessions.items() if session.entries and sid.startswith(prefix)]
@@ -362,6 +386,12 @@ class MemoryStore(Store):
     async def start(
         self, on_notice: NoticeHandler, on_reconnect: ReconnectHandler, on_presence: PresenceHandler | None = None
     ) -> None:
+        if self._revocations_file is not None:
+            try:
+                kept = revocations_file.read(self._revocations_file)
+            except revocations_file.UnreadableRevocations as exc:
+                raise StoreUnavailable(f"memory store: {exc}") from exc
+            self._revocations = {revocation.key: revocation for revocation in kept}
         self._on_notice = on_notice
         self._on_presence = on_presence
         self._loop = asyncio.get_running_loop()

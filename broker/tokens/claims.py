@@ -49,7 +49,7 @@ _TTL_UNITS = {"": 1, "s": 1, "m": 60, "h": 3600, "d": 86400}
 
 
 def weak_secret(secret: str) -> str | None:
-    """A warning when ``secret`` is too short to sign HS256 tokens safely, else None."""
+    """Why ``secret`` is too short to sign HS256 tokens safely, or None."""
     size = len(secret.encode())
     if size >= MIN_SECRET_BYTES:
         return None

@@ -1,8 +1,7 @@
 """``KeySet``: an identity provider's signing keys, fetched from its JWKS URL and cached.
 
-PyJWT's ``PyJWKClient`` fetches and parses the JWKS (it is well kept, and parses RSA and EC
-keys with ``cryptography``); what it does not do fits a broker: it fetches with urllib,
-blocking, and refetches on every unknown ``kid``. So here
+PyJWT's ``PyJWK`` parses the keys (RSA and EC, with ``cryptography``); ``jwks_fetch.py``
+fetches the document (https only, no redirect to another scheme, a bounded size). Here
 
 - a fetch runs in a worker thread (``asyncio.to_thread``): the event loop never waits on
   the identity provider; several tokens waiting for the same fetch share it;
@@ -26,10 +25,12 @@ import time
 from collections.abc import Callable
 from typing import Any, Final
 
-from jwt import PyJWK, PyJWKClient
-from jwt.exceptions import InvalidKeyError, PyJWKClientError, PyJWKError
+import httpx
+from jwt import PyJWK
+from jwt.exceptions import InvalidKeyError, PyJWKError
 
 from broker.runtime.tasks import stop_tasks
+from broker.tokens.jwks_fetch import JwksFetchError, fetch_jwks
 
 log = logging.getLogger("qbroker.jwks")
 
@@ -51,7 +52,6 @@ class KeySet:
         on_change: Callable[[], None] | None = None,
     ) -> None:
         self.url = url
-        self._client = PyJWKClient(url, cache_jwk_set=False, timeout=FETCH_TIMEOUT)
         self._refetch_interval = refetch_interval
         self._clock = clock
         self._on_fetch = on_fetch  # told whether each fetch succeeded (metrics)
@@ -90,11 +90,11 @@ class KeySet:
 
     async def _fetch(self) -> bool:
         try:
-            data = await asyncio.to_thread(self._client.fetch_data)
+            data = await asyncio.to_thread(fetch_jwks, self.url, FETCH_TIMEOUT)
             published = data.get("keys") if isinstance(data, dict) else None
             if not isinstance(published, list):
                 raise ValueError("the JWKS has no list of keys")
-        except (PyJWKClientError, OSError, ValueError) as exc:
+        except (JwksFetchError, httpx.HTTPError, OSError, ValueError) as exc:
             log.warning(
                 "fetching the JWKS failed; the keys fetched before stay", extra={"url": self.url, "error": str(exc)}
             )

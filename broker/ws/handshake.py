@@ -15,6 +15,7 @@ from urllib.parse import urlsplit
 from websockets.datastructures import Headers
 
 from broker.core import frames
+from broker.runtime.hosts import AllowedHosts
 from broker.service import Broker
 from broker.tokens.claims import valid_session_id
 from broker.ws.inbox import InboxConnection
@@ -43,9 +44,11 @@ def origin_allowed(headers: Mapping[str, str], allowed: tuple[str, ...]) -> bool
     return "*" in allowed or origin.rstrip("/").lower() in allowed
 
 
-def _refusal(session_id: str | None, headers: Headers, allowed: tuple[str, ...]) -> str | None:
+def _refusal(session_id: str | None, headers: Headers, allowed: tuple[str, ...], hosts: AllowedHosts) -> str | None:
     """Why a handshake is refused before the upgrade (HTTP 403), or None (``session_id``:
     the path's, None for the inbox's path)."""
+    if not hosts.allows(headers.get("host")):
+        return "host not allowed"
     if session_id is not None and not valid_session_id(session_id):
         return "invalid session id"
     if not origin_allowed(headers, allowed):
@@ -70,12 +73,13 @@ def handshake_for(broker: Broker) -> Handshake:
             return None  # not ours: the ASGI app answers (and refuses)
         session_id = "" if match is None else match.group(1)
         acceptable, chosen = _subprotocol(headers)
-        refusal = _refusal(None if inbox else session_id, headers, broker.config.allowed_origins)
+        refusal = _refusal(None if inbox else session_id, headers, broker.config.allowed_origins, broker.allowed_hosts)
         if refusal is not None:
             # (The Origin is what an operator needs to fix QBROKER_ALLOWED_ORIGINS; cut, as
             # it is the sender's text.)
             origin = (headers.get("origin") or "")[:200]
-            return Refuse({"session": session_id[:128], "reason": refusal, "origin": origin})
+            host = (headers.get("host") or "")[:200]
+            return Refuse({"session": session_id[:128], "reason": refusal, "origin": origin, "host": host})
         if not acceptable or broker.shutting_down.is_set():
             return Refuse()
         codec = frames.codec_for(chosen)

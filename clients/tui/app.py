@@ -26,6 +26,7 @@ import signal
 import socket
 import sys
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from clients.cli_args import add_url_and_session
@@ -96,7 +97,14 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--token",
         default=None,
-        help="a client token for the session, or for a pattern of sessions with --inbox (default: $QBROKER_TOKEN)",
+        help="a client token for the session, or for a pattern of sessions with --inbox (default: $QBROKER_TOKEN;"
+        " a token on the command line is visible to other users in the process list: prefer the variable or"
+        " --token-file)",
+    )
+    parser.add_argument(
+        "--token-file",
+        default=None,
+        help="read the token from this file (default: $QBROKER_TOKEN_FILE; - reads standard input)",
     )
     parser.add_argument("--name", default=None, help="how this client is named to the broker (default: tui@HOST)")
     parser.add_argument(
@@ -106,23 +114,39 @@ def configure(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def given_token(flag: str | None, file: str | None) -> str:
+    """The token: ``--token``, else the file (``--token-file``, else $QBROKER_TOKEN_FILE; "-":
+    standard input), else $QBROKER_TOKEN; "" when none. A file's token is its first line."""
+    if flag:
+        return flag
+    path = file or os.environ.get("QBROKER_TOKEN_FILE")
+    if path:
+        text = sys.stdin.read() if path == "-" else Path(path).read_text(encoding="utf-8")
+        return (text.strip().splitlines() or [""])[0].strip()
+    return os.environ.get("QBROKER_TOKEN", "").strip()
+
+
 def run(args: argparse.Namespace) -> int:
     if args.sign_out:
         return _sign_out(args.url)
-    token = args.token or os.environ.get("QBROKER_TOKEN", "")
+    try:
+        token = given_token(args.token, args.token_file)
+    except OSError as exc:
+        print(f"qbroker tui: cannot read the token file: {exc}", file=sys.stderr)
+        return 2
     credentials: SignedIn | None = None
     if not token:
         # Where the broker signs people in, the person signs in instead of pasting a token.
         try:
             credentials = _signed_in(args.url)
         except _Unasked as exc:
-            print(f"qbroker tui: no token: pass --token or set QBROKER_TOKEN ({exc})", file=sys.stderr)
+            print(f"qbroker tui: no token: set QBROKER_TOKEN or pass --token-file ({exc})", file=sys.stderr)
             return 2
         except SignInError as exc:
             print(f"qbroker tui: {exc}", file=sys.stderr)
             return 1
         if credentials is None:
-            print("qbroker tui: no token: pass --token or set QBROKER_TOKEN", file=sys.stderr)
+            print("qbroker tui: no token: set QBROKER_TOKEN or pass --token-file", file=sys.stderr)
             return 2
         token = credentials.token
         args.inbox = args.inbox or not args.session  # a person's sign-in covers their sessions

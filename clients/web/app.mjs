@@ -27,6 +27,7 @@
  *     inbox-page.mjs     the page as the inbox; inbox-view.mjs its screen
  *     token-memory.mjs   the token remembered in this browser, when the person asks
  *     sign-in-page.mjs   the sign-in's round trip, its tokens, renewing them
+ *     address-bar.mjs    the link's token out of the address bar (kept for this tab)
  *     question-view.mjs  the question card; parts.mjs what it shares with the wait
  *     cancel-dialog.mjs  the confirmation before cancelling
  *     secret-dialog.mjs  "This looks like a secret": Edit, or Send anyway
@@ -43,7 +44,7 @@ import { createCancelDialog } from "./cancel-dialog.mjs";
 import { createConnection } from "./connection.mjs";
 import { $ } from "./dom.mjs";
 import { createInboxPage } from "./inbox-page.mjs";
-import { parseFragment, route, websocketUrl } from "./link.mjs";
+import { route, websocketUrl } from "./link.mjs";
 import { createSignIn, loadSignInSettings } from "./sign-in-page.mjs";
 import { linkTarget, parseCallback, SIGN_IN_ENDED, SIGNED_OUT, signInProblem, targetFragment, tokenSubject } from "./signin.mjs";
 import { announce, toast } from "./notices.mjs";
@@ -51,6 +52,7 @@ import { createNotifyButton } from "./notify-button.mjs";
 import { createSecretDialog } from "./secret-dialog.mjs";
 import { PageState } from "./state.mjs";
 import { forgetToken, rememberedToken } from "./token-memory.mjs";
+import { forgetLink, takeLink } from "./address-bar.mjs";
 import { createView } from "./view.mjs";
 
 let model = new PageState();
@@ -170,6 +172,7 @@ function startSession(session, token, origin) {
 /** "Forget my token": this browser keeps it no more, and it leaves the address bar too. */
 function forget() {
   forgetToken();
+  forgetLink(window.sessionStorage);
   window.history.replaceState(null, "", window.location.pathname + window.location.search);
   start({ kind: "forgotten", title: "This browser has forgotten your token", status: "No link",
     text: "To answer again, open the link from the message that told you about the questions." });
@@ -182,6 +185,9 @@ function showSetup(where, problem, signIn) {
   apply(model.setup(where, problem, signIn));
   onStatus("failed", problem.status); // the pill says what the screen says
 }
+
+// Whether this load of the page is a reload (the tab's link token is used again then only).
+let reloaded = (performance.getEntriesByType("navigation")[0] || {}).type === "reload";
 
 /** (Re)start from the link in the fragment: at load, and whenever the fragment changes.
  * `note`: what the setup screen says instead of what is wrong with the link (link.mjs's
@@ -197,7 +203,8 @@ function start(note) {
     notifyButton.stop();
     notifyButton = null;
   }
-  const params = parseFragment(window.location.hash);
+  const params = takeLink(window.location, window.history, window.sessionStorage, reloaded);
+  reloaded = false; // (a later start is a new link, not the reload)
   // Signed in, or not yet and no token remembered from before people signed in here.
   if (auth && !params.token && (auth.signedIn() || !rememberedToken())) {
     startSignedIn(linkTarget(window.location.hash), note);

@@ -5,12 +5,16 @@
  * permission (from the click: browsers allow the prompt only then), registers the service
  * worker (sw.js, scope: the page), subscribes with the broker's key and posts the
  * subscription with the page's token. Already subscribed: the page posts it again at load
- * with its current token (that keeps it as long as the token), and the button withdraws it.
+ * with its current token (that keeps it as long as the token) only when that token is for
+ * the holder the subscription was made for (kept in localStorage; push.mjs's mayRepost), and
+ * the button withdraws it; a link with another holder's token shows the button instead.
  */
 
 import { $ } from "./dom.mjs";
 import { toast } from "./notices.mjs";
-import { buttonState, keyBytes, pushSupport, subscribeOutcome, subscriptionBody } from "./push.mjs";
+import {
+  buttonState, keyBytes, mayRepost, pushSupport, subscribeOutcome, subscriptionBody, tokenHolder,
+} from "./push.mjs";
 
 const PAGE = new URL(".", window.location.href); // the page's folder: its root, or a proxy's prefix
 const API = new URL("v1/push/", PAGE);
@@ -24,6 +28,23 @@ async function brokerKey() {
   } catch (_) {
     return null;
   }
+}
+
+const HOLDER_KEY = "qbroker.push-holder"; // who this device's subscription was made for
+
+function madeFor() {
+  try {
+    return window.localStorage.getItem(HOLDER_KEY) || "";
+  } catch (_) {
+    return "";
+  }
+}
+
+function keepMadeFor(holder) {
+  try {
+    if (holder) window.localStorage.setItem(HOLDER_KEY, holder);
+    else window.localStorage.removeItem(HOLDER_KEY);
+  } catch (_) { /* storage refused: the page will offer the button again */ }
 }
 
 async function send(method, token, body) {
@@ -82,7 +103,10 @@ export function createNotifyButton({ token }) {
     const made = await ready.pushManager.subscribe({ userVisibleOnly: true, applicationServerKey: keyBytes(key) });
     const answer = await send("POST", token, subscriptionBody(made.toJSON()));
     const outcome = subscribeOutcome(answer.status, answer.body);
-    if (outcome.ok) subscription = made;
+    if (outcome.ok) {
+      subscription = made;
+      keepMadeFor(tokenHolder(token));
+    }
     toast({ kind: outcome.ok ? "success" : "error", title: outcome.ok ? "Notifications on" : "Not subscribed", text: outcome.text });
   }
 
@@ -91,6 +115,7 @@ export function createNotifyButton({ token }) {
     subscription = null;
     await send("DELETE", token, { endpoint: gone.endpoint });
     await gone.unsubscribe();
+    keepMadeFor("");
     toast({ kind: "info", title: "Notifications off", text: "This device will not be notified any more." });
   }
 
@@ -116,8 +141,8 @@ export function createNotifyButton({ token }) {
     if (key === null || stopped) return; // no webpush route: no button
     const existing = await navigator.serviceWorker.getRegistration(PAGE.href);
     const current = existing ? await existing.pushManager.getSubscription() : null;
-    if (current !== null && Notification.permission === "granted") {
-      // Posted again with this page's token: kept as long as the token is.
+    if (current !== null && Notification.permission === "granted" && mayRepost(madeFor(), token)) {
+      // Posted again with this page's token (the same holder's): kept as long as the token is.
       const answer = await send("POST", token, subscriptionBody(current.toJSON()));
       if (answer.status === 201) subscription = current;
     }

@@ -19,6 +19,36 @@ export function keyBytes(base64url) {
   return bytes;
 }
 
+function base64urlText(part) {
+  const base64 = part.replace(/-/g, "+").replace(/_/g, "/");
+  const binary = atob(base64 + "=".repeat((4 - (base64.length % 4)) % 4));
+  return decodeURIComponent(Array.from(binary, (c) => "%" + c.charCodeAt(0).toString(16).padStart(2, "0")).join(""));
+}
+
+/** Who a token is for, as a string: its claims but those that change from one token of the
+ * same holder and scope to the next (exp, iat, nbf, jti). Two links for the same person and
+ * session give the same holder; a link with someone else's token does not. "" when the
+ * token cannot be read. (Read, not checked: the broker checks the token.) */
+export function tokenHolder(token) {
+  try {
+    const claims = JSON.parse(base64urlText(String(token).split(".")[1] || ""));
+    if (!claims || typeof claims !== "object") return "";
+    const kept = Object.keys(claims).filter((k) => !["exp", "iat", "nbf", "jti"].includes(k)).sort();
+    return JSON.stringify(kept.map((k) => [k, claims[k]]));
+  } catch (e) {
+    return "";
+  }
+}
+
+/** Whether the page may post this device's subscription again with `token` at load: only
+ * for the holder it was made for (`madeFor`, what tokenHolder said then). A link with
+ * another holder's token must not move the device's notifications under that token: the
+ * person is offered the button instead, and a click moves it. */
+export function mayRepost(madeFor, token) {
+  const holder = tokenHolder(token);
+  return holder !== "" && holder === madeFor;
+}
+
 /** Whether this browser can take pushes at all: the APIs exist and the page is a secure
  * context (HTTPS or localhost). `env`: { serviceWorker, pushManager, notification, secure }. */
 export function pushSupport(env) {

@@ -39,20 +39,22 @@ from tests.helpers.waiting import wait_until
 # made (window.__pushDevice), getSubscription() what was subscribed on this page so far.
 PUSH_MANAGER_STUB = """
 (() => {
-  let current = null;
   const made = (device) => ({
     endpoint: device.endpoint,
     expirationTime: null,
     options: {},
     toJSON() { return { endpoint: device.endpoint, expirationTime: null, keys: device.keys }; },
-    unsubscribe() { current = null; return Promise.resolve(true); },
+    unsubscribe() { current = null; window.localStorage.removeItem("__pushSubscribed"); return Promise.resolve(true); },
   });
+  // (kept across the pages of the context, as a browser keeps its subscription)
+  let current = window.localStorage.getItem("__pushSubscribed") ? made(window.__pushDevice) : null;
   window.__pushCalls = [];
   PushManager.prototype.subscribe = function (options) {
     const key = options && options.applicationServerKey;
     window.__pushCalls.push({ userVisibleOnly: options.userVisibleOnly, keyLength: key ? key.byteLength : 0,
                               keyFirst: key ? new Uint8Array(key)[0] : null });
     current = made(window.__pushDevice);
+    window.localStorage.setItem("__pushSubscribed", "1");
     return Promise.resolve(current);
   };
   PushManager.prototype.getSubscription = function () { return Promise.resolve(current); };
@@ -154,3 +156,47 @@ def test_notify_me_subscribes_and_a_push_shows_a_notification(
     finally:
         context.close()
     assert errors == [], f"uncaught errors in the page: {errors}"
+
+
+def test_a_link_with_another_holder_s_token_does_not_move_the_device_s_subscription(
+    chromium: Browser, push_broker: tuple[BrokerProcess, PushService]
+) -> None:
+    """Alice subscribes this device; a crafted link with Mallory's token (her own session)
+    must not post the subscription again under Mallory's token: the page offers the button
+    instead. A later link of Alice's own (a new token for her and her session) posts it again."""
+    process, service = push_broker
+    alice, mallory = new_sid("alice"), new_sid("mallory")
+    device = service.device("moved")
+    context = chromium.new_context()
+    context.set_default_timeout(TIMEOUT_MS)
+    context.grant_permissions(["notifications"], origin=process.url)
+    context.add_init_script(f"window.__pushDevice = {json.dumps(_device_for_page(device))};")
+    context.add_init_script(PUSH_MANAGER_STUB)
+    posted: list[str] = []
+
+    def record(request: Any) -> None:
+        if request.method == "POST" and request.url.endswith("/v1/push/subscriptions"):
+            posted.append(request.headers.get("authorization", ""))
+
+    context.on("request", record)
+    try:
+        page = context.new_page()
+        page.goto(f"{process.url}/#session={alice}&token={token(alice, 'client', ttl=3600, sub='alice')}")
+        button = page.locator("#push-toggle")
+        button.click()
+        expect(button).to_have_text("Stop notifications on this device")
+        assert len(posted) == 1
+
+        crafted = token(mallory, "client", ttl=3600, sub="mallory")
+        page.goto(f"{process.url}/#session={mallory}&token={crafted}")
+        page.reload()  # (a fresh load of the crafted link)
+        expect(page.locator("#push-toggle")).to_have_text("Notify me on this device")
+        assert not any(crafted in header for header in posted), "the subscription was moved to the link's token"
+
+        later = token(alice, "client", ttl=3600, sub="alice")
+        page.goto(f"{process.url}/#session={alice}&token={later}")
+        page.reload()
+        expect(page.locator("#push-toggle")).to_have_text("Stop notifications on this device")
+        assert posted[-1] == f"Bearer {later}"
+    finally:
+        context.close()

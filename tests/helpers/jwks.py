@@ -113,11 +113,14 @@ class IdentityProvider:
         **claims: Any,
     ) -> str:
         """A token signed by ``key``: iss, aud, iat and exp (unless given otherwise or None)
-        and ``claims``; a claim given as None is left out."""
+        and ``claims`` (``sid``: the scope, as the claim ``qbroker_sid``); a claim given as None
+        is left out."""
         now = time.time()
         body: dict[str, Any] = {"iss": self.issuer, "aud": self.audience, "iat": int(now)}
         if ttl is not None:
             body["exp"] = int(now + ttl)
+        if "sid" in claims:  # (the scope, in the claim a broker reads by default)
+            claims["qbroker_sid"] = claims.pop("sid")
         body.update(claims)
         body = {name: value for name, value in body.items() if value is not None}
         return jwt.encode(body, key.private, algorithm=key.alg, headers={"kid": key.kid, **(headers or {})})

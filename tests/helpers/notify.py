@@ -27,14 +27,16 @@ PUBLIC_URL = "https://qbroker.example.test/team"
 MAIL_FROM = "qbroker@example.test"
 MAIL_TO = ["person@example.test", "team@example.test"]
 # Shortened waits: the person has 12 s (not 15 minutes) where a route covers the session,
-# the broker's own 5 s elsewhere; retries start after 0.5 s; one attempt may take 2 s.
+# the broker's own 5 s elsewhere; retries start after 0.5 s; one attempt may take 2 s; a
+# delivery its broker stopped holding is taken over after 3 s.
 SETTINGS: dict[str, object] = {
     "notify_client_wait": 12,
     "notify_retry_delay": 0.5,
     "notify_timeout": 2,
+    "notify_visibility": 3,
     "public_url": PUBLIC_URL,
 }
-HTTP_ROUTES = ("hook", "slack", "ntfy", "private", "linked", "idle", "flaky", "gone")
+HTTP_ROUTES = ("hook", "slack", "ntfy", "private", "linked", "idle", "flaky", "gone", "held")
 
 
 def verify_signature(secret: str, header: str, body: bytes, now: float, tolerance: float = 300.0) -> bool:
@@ -66,6 +68,7 @@ def routes_file(http: dict[str, HttpReceiver], smtp: SmtpReceiver, hung: str, cl
             webhook("idle:*", http["idle"].url + "/hook", after=1),
             webhook("flaky:*", http["flaky"].url + "/hook"),
             webhook("gone:*", http["gone"].url + "/hook/secret-path"),
+            webhook("held:*", http["held"].url + "/hook"),
             webhook("dead:*", hung),
             webhook("down:*", closed),
             # "all:": every kind at once (the privacy test reads them all)

@@ -109,6 +109,7 @@ def healthy(process: BrokerProcess) -> None:
     assert httpx.get(f"{process.url}/readyz", timeout=5).status_code == 200
     log = process.log()
     assert "Traceback" not in log and "Exception in ASGI application" not in log, log[-5000:]
+    assert '"level": "error"' not in log, [line for line in log.splitlines() if '"level": "error"' in line][:5]
 
 
 async def complete_one_questionnaire(process: BrokerProcess, sid: str, subprotocol: str = JSON_PROTOCOL) -> float:
@@ -536,6 +537,7 @@ SCHEMA = schemathesis.openapi.from_dict(
                 "openapi": {
                     "agentToken": {"bearer": token("*", "agent")},
                     "adminToken": {"bearer": token("*", "admin")},
+                    "clientToken": {"bearer": token("*", "client")},
                 }
             }
         }

@@ -11,10 +11,11 @@ from collections.abc import Iterator
 from typing import Any
 from urllib.parse import parse_qsl, urlsplit
 
+import httpx
 import pytest
 
 from broker.tokens.claims import mint_token, verify_token
-from tests.helpers.clients import person
+from tests.helpers.clients import close_code, hello, person, raw_socket
 from tests.helpers.notify import (
     MAIL_FROM,
     MAIL_TO,
@@ -25,7 +26,7 @@ from tests.helpers.notify import (
     notify_deployment,
     verify_signature,
 )
-from tests.helpers.processes import TEST_SECRET
+from tests.helpers.processes import TEST_SECRET, token
 from tests.helpers.protocol import Agent
 from tests.helpers.receivers import Received
 from tests.helpers.samples import multi, new_sid, single
@@ -240,6 +241,36 @@ async def test_a_link_token_is_a_client_token_for_that_one_session_for_an_hour(d
     assert claims.exp is not None and claims.iat is not None
     assert 3599 <= claims.exp - claims.iat <= 3601 and abs(claims.iat - time.time()) < 60
     assert urlsplit(base).scheme == "https"
+
+
+async def test_a_link_token_is_held_by_its_route_and_its_jti_is_logged_so_a_revocation_reaches_it(
+    deployment: NotifyDeployment,
+) -> None:
+    """The link token names a holder (the route's ``link_sub``, else ``notify-route-<N>``),
+    and the broker's line for the notification carries its ``jti``: revoking either refuses it."""
+    sid = new_sid("linked:")
+    await started(deployment, sid)
+    note = json.loads(one_for(await _arrived(deployment.http["linked"], sid), sid).body)
+    claims = verify_token(TEST_SECRET, dict(parse_qsl(note["link"].partition("#")[2]))["token"], role="client")
+    assert claims.sub is not None and claims.sub.startswith("notify-route-")
+
+    def logged() -> list[dict[str, object]]:
+        lines = [json.loads(line) for b in deployment.brokers for line in b.log().splitlines() if line.startswith("{")]
+        return [e for e in lines if e.get("msg") == "notification sent" and e.get("notification") == note["id"]]
+
+    (line,) = await eventually(logged, "the notification's log line")
+    assert line["link_jti"] == claims.jti
+    admin = token("*", "admin", 600, sub="ops")
+    async with httpx.AsyncClient(timeout=10) as http:
+        revoked = await http.post(
+            f"{deployment.brokers[0].url}/v1/revocations",
+            json={"sub": claims.sub},
+            headers={"Authorization": f"Bearer {admin}"},
+        )
+    assert revoked.status_code == 200
+    ws = await raw_socket(deployment.brokers[0].ws_url, sid)
+    await ws.send(hello(dict(parse_qsl(note["link"].partition("#")[2]))["token"]))
+    assert await close_code(ws) == 4401
 
 
 async def test_no_answer_other_or_clarification_text_reaches_any_kind(deployment: NotifyDeployment) -> None:

@@ -245,3 +245,12 @@ async def test_the_endpoint_is_stateless_no_mcp_session(gated: Deployment, http:
         LIST,
     )
     assert listed.status_code == 200 and '"name":"questionnaire"' in listed.text
+
+
+async def test_a_get_is_405_with_a_valid_token(gated: Deployment, http: httpx.AsyncClient, sid: str) -> None:
+    """A GET would open a stream that never carries anything, as many as a token likes."""
+    response = await asyncio.wait_for(
+        http.get(f"{gated.agent_url}/mcp", headers={**ACCEPT, **bearer(token(sid, "agent"))}), 5
+    )
+    refused(response, 405, "method_not_allowed")
+    assert response.headers["allow"] == "POST, DELETE"

@@ -5,6 +5,7 @@ on one process and checked on the other."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
@@ -19,9 +20,10 @@ import pytest
 
 from broker.core.revocations import LONGEST_LIFETIME
 from tests.helpers.clients import close_code, hello, person, raw_socket
-from tests.helpers.processes import REPO_ROOT, broker_env, free_port, token
+from tests.helpers.mcp_sdk import mcp_client, text_of
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker_env, free_port, token
 from tests.helpers.protocol import Agent, Deployment, error, tool_result
-from tests.helpers.samples import new_sid, single
+from tests.helpers.samples import new_sid, single, start_body
 from tests.helpers.waiting import eventually
 
 WITHIN = 1.0  # seconds: every broker honours a revocation within this
@@ -142,14 +144,26 @@ async def test_a_hello_with_a_revoked_token_closes_4401(deployment: Deployment, 
     assert await close_code(ws) == 4401
 
 
-async def test_a_broker_started_later_honours_earlier_revocations(deployment: Deployment, sid: str) -> None:
-    if deployment.kind != "redis":
-        pytest.skip("a memory store's revocations live and die with its one process")
-    doomed = token(sid, "agent", 600)
-    assert (await revoke(deployment.agent_url, {"jti": jti_of(doomed)})).status_code == 200
-    with deployment.spawn() as later:
-        async with Agent(later.agent_url, sid, doomed) as agent:
-            assert "token revoked" in error(await agent.start(single()), 401, "unauthorized")
+async def test_a_revocation_survives_a_restart_of_the_broker(deployment: Deployment, sid: str) -> None:
+    """A broker revokes, stops, and starts again on the same data dir (and, on redis, the
+    same Redis): the revoked token stays refused. (The memory store keeps its revocations
+    in the data dir; Redis keeps them itself, for a broker started later too.)"""
+    doomed, spared = token(sid, "agent", 600), token(sid, "agent", 600)
+    with tempfile.TemporaryDirectory(prefix="qbroker-restart-") as data_dir:
+        env = broker_env(data_dir, deployment.redis_url)
+        first = BrokerProcess(free_port(), env, data_dir).start()
+        try:
+            assert (await revoke(first.url, {"jti": jti_of(doomed)})).status_code == 200
+        finally:
+            first.stop()
+        again = BrokerProcess(free_port(), env, data_dir).start()
+        try:
+            async with Agent(again.url, sid, doomed) as agent:
+                assert "token revoked" in error(await agent.start(single()), 401, "unauthorized")
+            async with Agent(again.url, sid, spared) as agent:
+                tool_result(await agent.delete((await agent.start_pending(single()))["questionnaireId"]))
+        finally:
+            again.stop()
 
 
 # --- who may revoke ---------------------------------------------------------------------
@@ -365,3 +379,45 @@ async def test_token_revoke_uses_an_admin_token_from_qbroker_token(deployment: D
         del env["QBROKER_TOKEN"]
         run = qbroker("token", "revoke", "--url", deployment.agent_url, "--jti", "x", env=env)
         assert run.returncode == 1 and run.stderr.startswith("qbroker token revoke: no admin token:")
+
+
+# --- a waiting MCP tool call ------------------------------------------------------------
+
+
+async def test_a_waiting_mcp_call_whose_token_is_revoked_ends_within_a_second(deployment: Deployment, sid: str) -> None:
+    """The call waits for the person in slices of QBROKER_MCP_PROGRESS_INTERVAL (10 s): it
+    must not wait out its slice, let alone get the answers, once its token is revoked."""
+    doomed = token(sid, "agent", 600)
+    async with person(deployment.client_ws_url, sid) as p, mcp_client(f"{deployment.agent_url}/mcp", doomed) as host:
+        call = asyncio.create_task(host.call_tool("questionnaire", start_body()))
+        await p.wait_for("question")
+        assert (await revoke(deployment.agent_urls[-1], {"jti": jti_of(doomed)})).status_code == 200
+        since = time.monotonic()
+        result = await asyncio.wait_for(call, 15)
+        took = time.monotonic() - since
+    assert result.is_error is True and "token revoked" in text_of(result), text_of(result)
+    assert took <= WITHIN + 0.5, f"the call ended {took:.2f}s after the revocation"
+
+
+async def test_a_waiting_mcp_call_ends_when_its_token_expires(deployment: Deployment, sid: str) -> None:
+    short = token(sid, "agent", 3)
+    async with person(deployment.client_ws_url, sid) as p, mcp_client(f"{deployment.agent_url}/mcp", short) as host:
+        call = asyncio.create_task(host.call_tool("questionnaire", start_body()))
+        await p.wait_for("question")
+        result = await asyncio.wait_for(call, 8)  # (well before the 10 s slice ends)
+    assert result.is_error is True and "token expired" in text_of(result), text_of(result)
+
+
+async def test_a_long_poll_whose_token_is_revoked_ends_401_within_a_second(deployment: Deployment, sid: str) -> None:
+    doomed = token(sid, "agent", 600)
+    async with person(deployment.client_ws_url, sid) as p, Agent(deployment.agent_url, sid, doomed) as agent:
+        qid = str((await agent.start_pending(single()))["questionnaireId"])
+        await p.wait_for("question")
+        poll = asyncio.create_task(agent.get(qid, wait=30))
+        await asyncio.sleep(0.3)  # (the poll is waiting)
+        assert (await revoke(deployment.agent_urls[-1], {"jti": jti_of(doomed)})).status_code == 200
+        since = time.monotonic()
+        response = await asyncio.wait_for(poll, 10)
+        took = time.monotonic() - since
+    assert "token revoked" in error(response, 401, "unauthorized")
+    assert took <= WITHIN + 0.5, f"the long poll ended {took:.2f}s after the revocation"

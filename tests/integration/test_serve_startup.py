@@ -12,6 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 import redis
+import yaml
 
 from tests.helpers.processes import REPO_ROOT, BrokerProcess, RedisServer, broker_env, free_port, redis_server
 
@@ -87,15 +88,47 @@ def test_a_bad_port_or_redis_url_exits_1_in_one_line(data_dir: str, args: list[s
     assert result.stderr.startswith(says) and result.stderr.count("\n") == 1, result.stderr
 
 
-def test_a_short_secret_is_warned_about_and_the_broker_still_starts(data_dir: str) -> None:
-    env = broker_env(data_dir, secret="short")
-    process = BrokerProcess(free_port(), env, data_dir).start()
+def shipped_placeholders() -> list[str]:
+    """Every QBROKER_SECRET value the k8s manifests carry."""
+    values = []
+    for path in sorted((REPO_ROOT / "deploy" / "k8s").glob("*.yaml")):
+        for document in yaml.safe_load_all(path.read_text()):
+            values += [v for k, v in (document.get("stringData") or {}).items() if k == "QBROKER_SECRET"]
+    return values
+
+
+@pytest.mark.parametrize(
+    ("secret", "says"),
+    [
+        ("x", "qbroker serve: the token secret is 1 bytes; use at least 32"),
+        ("s" * 31, "qbroker serve: the token secret is 31 bytes; use at least 32"),
+        *(
+            (shipped, "qbroker serve: QBROKER_SECRET is a placeholder from an example")
+            for shipped in shipped_placeholders()
+        ),
+        ("change-me-to-a-long-random-string", "qbroker serve: QBROKER_SECRET is a placeholder from an example"),
+    ],
+)
+def test_a_short_or_placeholder_secret_is_refused_in_one_line(data_dir: str, secret: str, says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "qbroker.cli", "serve", "--host", "127.0.0.1", "--port", str(free_port())],
+        env=broker_env(data_dir, secret=secret),
+        cwd=str(REPO_ROOT),
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr.startswith(says) and result.stderr.count("\n") == 1, result.stderr
+    assert BANNER not in result.stdout
+
+
+def test_a_32_byte_secret_is_enough(data_dir: str) -> None:
+    process = BrokerProcess(free_port(), broker_env(data_dir, secret="s" * 32), data_dir).start()
     try:
-        log = process.log()
+        assert "token secret" not in process.log()
     finally:
         process.stop()
-    assert "qbroker serve: warning: the token secret is 5 bytes; use at least 32" in log
-    assert "InsecureKeyLengthWarning" not in log
 
 
 @pytest.fixture(scope="module")
@@ -146,3 +179,14 @@ def test_without_a_secret_on_redis_the_broker_warns_and_never_prints_the_redis_p
     assert f"store: redis (redis://127.0.0.1:{guarded_redis.port}/0?password=***)" in log
     assert "guarded" not in log
     assert "warning: no QBROKER_SECRET with a Redis store" in log
+
+
+@pytest.mark.parametrize(("appendonly", "warned"), [("no", True), ("yes", False)])
+def test_serve_warns_at_start_when_its_redis_keeps_no_aof(data_dir: str, appendonly: str, warned: bool) -> None:
+    with redis_server("--appendonly", appendonly) as server:
+        process = BrokerProcess(free_port(), broker_env(data_dir, server.url), data_dir).start()
+        try:
+            log = process.log()  # (the store starts before the broker listens)
+        finally:
+            process.stop()
+        assert ("redis persistence (AOF) is off" in log) is warned, log

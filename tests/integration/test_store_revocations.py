@@ -5,11 +5,14 @@ Cluster, one store shared by the tests: each names its own tokens and holders) k
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
+import pytest
 from redis import Redis as SyncRedis
 
 from broker.core.revocations import Revocation
-from broker.store.base import Store
+from broker.store.base import Notice, Store, StoreUnavailable
+from broker.store.memory import MemoryStore
 from broker.store.redis import RedisStore
 from broker.store.redis.keys import REVOCATIONS_KEYS
 from tests.helpers.processes import RedisServer
@@ -94,3 +97,33 @@ async def test_on_redis_the_revocations_live_under_their_own_hash_tag(real_redis
             assert admin.get(REVOCATIONS_KEYS[1]) is not None
     finally:
         await opened.close()
+
+
+async def test_the_memory_store_reads_back_the_revocations_of_its_data_dir(tmp_path: Path) -> None:
+    path = tmp_path / "revocations"
+    kept = Revocation(None, "dave", NOW, NOW + 100)
+    first = MemoryStore(3600.0, path)
+    await first.start(ignore_notice, ignore_reconnect)
+    await first.revoke(kept, NOW)
+    await first.close()
+    assert path.stat().st_mode & 0o777 == 0o600
+    again = MemoryStore(3600.0, path)
+    await again.start(ignore_notice, ignore_reconnect)
+    read = await again.revocations(None)
+    assert read is not None and read[1] == [kept]
+    await again.close()
+
+
+async def test_a_memory_store_whose_revocations_are_damaged_does_not_start(tmp_path: Path) -> None:
+    path = tmp_path / "revocations"
+    path.write_bytes(b"\xc1 not msgpack")
+    with pytest.raises(StoreUnavailable, match="revocations .* are damaged"):
+        await MemoryStore(3600.0, path).start(ignore_notice, ignore_reconnect)
+
+
+async def ignore_notice(notice: Notice) -> None:
+    pass
+
+
+async def ignore_reconnect() -> None:
+    pass

@@ -156,6 +156,8 @@ def test_a_subscription_needs_a_client_token(memory_push: tuple[BrokerProcess, P
     [
         (lambda s: s.update(endpoint="http://10.0.0.1:6379/push/x"), "is not a push service"),
         (lambda s: s.update(endpoint="not a url"), "push service"),
+        (lambda s: s.update(endpoint="https://[x/"), "not a URL"),
+        (lambda s: s.update(endpoint="https://[::1/push"), "not a URL"),
         (lambda s: s.update(endpoint="x" * 2000), "up to 1024"),
         (lambda s: s["keys"].update(p256dh="BAAA"), "p256dh"),
         (lambda s: s["keys"].update(p256dh="B" + "A" * 86), "not a point on P-256"),

@@ -21,7 +21,7 @@ def test_the_settings_are_read_with_defaults_for_the_claim_names() -> None:
         "https://idp.example.com/",
         ("qbroker",),
     )
-    assert (config.jwt_sid_claim, config.jwt_role_claim, config.jwt_sub_claim) == ("sid", "role", "sub")
+    assert (config.jwt_sid_claim, config.jwt_role_claim, config.jwt_sub_claim) == ("qbroker_sid", "role", "sub")
     assert config.jwks_refetch_interval == 60
 
 
@@ -69,11 +69,13 @@ def test_without_a_jwks_url_nothing_is_asked_of_a_provider() -> None:
         ),
         (
             {**IDP, "QBROKER_JWKS_URL": "idp.example.com/jwks.json"},
-            "qbroker: QBROKER_JWKS_URL must be an https:// (or http://) URL, got 'idp.example.com/jwks.json'",
+            "qbroker: QBROKER_JWKS_URL: a JWKS URL must be https:// (http:// only for a loopback address or"
+            " localhost), got 'idp.example.com/jwks.json'",
         ),
         (
             {**IDP, "QBROKER_JWKS_URL": "file:///etc/passwd"},
-            "qbroker: QBROKER_JWKS_URL must be an https:// (or http://) URL, got 'file:///etc/passwd'",
+            "qbroker: QBROKER_JWKS_URL: a JWKS URL must be https:// (http:// only for a loopback address or"
+            " localhost), got 'file:///etc/passwd'",
         ),
         (
             {**IDP, "QBROKER_JWT_ROLE_CLAIM": "app roles"},

@@ -10,9 +10,12 @@ from __future__ import annotations
 import re
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
+
+from broker.server import refused_secret
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -153,7 +156,8 @@ def test_dockerfile_takes_its_base_runs_non_root_health_checked_and_serves_on_al
 
 def test_kustomization_lists_every_manifest() -> None:
     kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
-    files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml"}
+    # (secret.yaml only shows the Secret's shape: test_k8s_ships_no_usable_secret)
+    files = {p.name for p in K8S.glob("*.yaml")} - {"kustomization.yaml", "secret.yaml"}
     assert sorted(kustomization["resources"]) == sorted(files)
 
 
@@ -197,8 +201,23 @@ def test_k8s_pods_read_the_configmap_and_the_secret_and_run_as_non_root() -> Non
     sources = _container(objects)["envFrom"]
     assert {"configMapRef": {"name": objects["ConfigMap"]["metadata"]["name"]}} in sources
     assert {"secretRef": {"name": objects["Secret"]["metadata"]["name"]}} in sources
-    assert set(objects["Secret"]["stringData"]) == {"QBROKER_SECRET"}
+    assert set(objects["Secret"]["stringData"]) == {"QBROKER_SECRET", "QBROKER_REDIS_URL"}
     assert objects["Deployment"]["spec"]["template"]["spec"]["securityContext"]["runAsNonRoot"] is True
+
+
+def test_k8s_keeps_the_redis_password_in_the_secret_and_speaks_tls() -> None:
+    objects = _k8s()
+    assert "QBROKER_REDIS_URL" not in objects["ConfigMap"]["data"]  # (a ConfigMap is no place for it)
+    url = urlsplit(objects["Secret"]["stringData"]["QBROKER_REDIS_URL"])
+    assert url.scheme == "rediss" and url.password
+
+
+def test_k8s_ships_no_usable_secret() -> None:
+    """secret.yaml only shows the Secret's shape, with a placeholder ``serve`` refuses, and
+    kustomization.yaml does not apply it (it would overwrite the one created out of band)."""
+    kustomization = yaml.safe_load((K8S / "kustomization.yaml").read_text())
+    assert "secret.yaml" not in kustomization["resources"]
+    assert refused_secret(_k8s()["Secret"]["stringData"]["QBROKER_SECRET"]) is not None
 
 
 def test_k8s_service_pdb_and_hpa_select_the_deployment_pods() -> None:

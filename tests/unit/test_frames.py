@@ -266,6 +266,23 @@ def test_a_client_name_of_200_characters_is_accepted() -> None:
     assert isinstance(frame, Hello) and frame.client_name == "n" * 200
 
 
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("qbroker tui", "qbroker tui"),
+        ("alice\r\nINFO forged line", "aliceINFO forged line"),
+        ("\x1b[31mred\x1b[0m", "[31mred[0m"),
+        ("bob\u202egnp.exe", "bobgnp.exe"),  # RIGHT-TO-LEFT OVERRIDE
+        ("\u2066carol\u2069\u200f\u061c", "carol"),  # isolates and marks
+        ("line\u2028sep\u0085", "linesep"),
+        ("Zoë 李", "Zoë 李"),  # letters of any script stay
+    ],
+)
+def test_a_client_name_is_shown_without_control_or_bidi_characters(name: str, shown: str) -> None:
+    frame = parse_client_frame({"type": "hello", "token": "T", "client": {"name": name}})
+    assert isinstance(frame, Hello) and frame.client_name == shown
+
+
 def test_ping_is_parsed_with_or_without_a_ref() -> None:
     assert parse_client_frame({"type": "ping"}) == Ping()
     assert parse_client_frame({"type": "ping", "ref": 7}) == Ping(7)

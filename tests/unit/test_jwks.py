@@ -20,6 +20,7 @@ from cryptography.hazmat.primitives import serialization
 from broker.core.errors import BrokerError
 from broker.runtime.config import Config
 from broker.store.memory import MemoryStore
+from broker.tokens import jwks
 from broker.tokens.checks import Tokens
 from broker.tokens.claims import mint_token
 from broker.tokens.jwks import KeySet
@@ -65,7 +66,7 @@ async def test_a_shared_secret_an_encryption_key_and_a_key_without_id_are_not_ta
         {**new_key("rsa", "ps").jwk(), "alg": "PS256"},
     ]
     keys = KeySet(idp.jwks_url)
-    monkeypatch.setattr(keys._client, "fetch_data", lambda: {"keys": published})
+    monkeypatch.setattr(jwks, "fetch_jwks", lambda url, timeout: {"keys": published})
     assert await keys.fetch()
     assert [kid for kid in ("shared", "enc", "ps", good.kid) if keys.cached(kid)] == [good.kid]
 
@@ -213,9 +214,9 @@ async def test_the_claims_are_read_under_the_names_configured(idp: IdentityProvi
         ({"ttl": None}, "invalid token: no exp claim"),
         ({"ttl": -5}, "token expired"),
         ({"iat": int(time.time()) + 3600}, "invalid token"),  # issued in the future
-        ({"sid": "al*ce"}, "invalid token claims: sid must be"),
+        ({"sid": "al*ce"}, "invalid token claims: qbroker_sid must be"),
         ({"role": "root"}, "invalid token claims: role must be one of"),
-        ({"role": "admin", "sid": "ops:*"}, "invalid token claims: an admin token's sid must be *"),
+        ({"role": "admin", "sid": "ops:*"}, "invalid token claims: an admin token's qbroker_sid must be *"),
     ],
 )
 async def test_a_providers_token_out_of_the_rules_is_refused(

@@ -181,3 +181,20 @@ def test_auto_on_a_stream_that_cannot_tell_is_json() -> None:
 
 def test_auto_is_the_default() -> None:
     assert Config.from_env({}).log_format == "auto"
+
+
+def test_the_text_format_escapes_control_and_bidi_characters() -> None:
+    """A refused handshake logs the path's session id, which the sender chose (percent-decoded):
+    in the text format no CR/LF may forge a line, no escape code recolour one."""
+    record = logging.makeLogRecord(
+        {
+            "name": "qbroker.ws",
+            "levelname": "WARNING",
+            "msg": "websocket handshake refused",
+            "session": "x\r\n12:00:00 info    qbroker.ws: forged\x1b[2K\u202e",
+        }
+    )
+    line = logs.TextFormatter().format(record)
+    assert "\n" not in line and "\r" not in line and "\x1b" not in line and "\u202e" not in line
+    assert "session=x\\r\\n12:00:00 info    qbroker.ws: forged\\x1b[2K\\u202e" in line
+    assert logs.escaped("Zoë 李 \\ plain") == "Zoë 李 \\ plain"  # text of any script stays

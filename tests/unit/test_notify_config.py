@@ -102,6 +102,9 @@ def test_an_unknown_kind_names_the_key() -> None:
         ({"after": True}, "after"),
         ({"include_prompt": "no"}, "include_prompt"),
         ({"link_token": 1}, "link_token"),
+        ({"link_sub": ""}, "link_sub"),
+        ({"link_sub": "alice\nbob"}, "link_sub"),
+        ({"link_sub": 7}, "link_sub"),
         ({"sessions": "bad id!"}, "sessions"),
         ({"sessions": "**"}, "sessions"),
         ({"url": "ftp://x/y"}, "url"),
@@ -111,6 +114,11 @@ def test_an_unknown_kind_names_the_key() -> None:
 )
 def test_a_bad_value_names_its_key(change: dict[str, Any], key: str) -> None:
     assert f'key "{key}"' in stop({"route": [{**WEBHOOK, **change}]})
+
+
+def test_a_route_names_the_holder_of_its_link_tokens() -> None:
+    (route,) = parse_routes({"route": [{**WEBHOOK, "link_token": True, "link_sub": "alice@example.com"}]}, "x")
+    assert route.link_sub == "alice@example.com"
 
 
 def test_a_missing_required_key_is_named() -> None:

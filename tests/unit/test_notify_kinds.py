@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import email.header
 import hashlib
 import hmac
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import httpx
@@ -229,3 +230,68 @@ async def test_mail_goes_through_a_local_aiosmtpd() -> None:
         await channel.deliver(NOTE)
         ((sender, recipients, message),) = smtp.mails
     assert (sender, recipients, message["Message-ID"]) == ("q@b.test", ["a@b.test"], f"<{NOTE.id}@qbroker>")
+
+
+@pytest.fixture
+async def cleartext_smtp() -> AsyncIterator[tuple[str, list[bytes]]]:
+    """An SMTP server on 127.0.0.1 that offers AUTH but no STARTTLS (as one whose STARTTLS
+    an on-path attacker stripped looks), accepts everything, and keeps every line it reads."""
+    lines: list[bytes] = []
+
+    async def serve(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(b"220 mail.test ESMTP\r\n")
+        in_data = False
+        while line := await reader.readline():
+            lines.append(line)
+            if in_data:
+                if line == b".\r\n":
+                    in_data = False
+                    writer.write(b"250 queued\r\n")
+                continue
+            verb = line[:4].upper()
+            if verb == b"EHLO":
+                writer.write(b"250-mail.test\r\n250 AUTH PLAIN LOGIN\r\n")
+            elif verb == b"AUTH":
+                writer.write(b"235 ok\r\n")
+            elif verb == b"DATA":
+                in_data = True
+                writer.write(b"354 go on\r\n")
+            elif verb == b"QUIT":
+                writer.write(b"221 bye\r\n")
+                break
+            else:
+                writer.write(b"250 ok\r\n")
+            await writer.drain()
+        writer.close()
+
+    server = await asyncio.start_server(serve, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    try:
+        yield f"127.0.0.1:{port}", lines
+    finally:
+        server.close()
+        await server.wait_closed()
+
+
+@pytest.mark.parametrize(
+    ("credentials", "link_token"), [("bot:secret-password@", False), ("", True)], ids=["credentials", "link tokens"]
+)
+async def test_without_starttls_mail_with_credentials_or_link_tokens_is_given_up_unsent(
+    cleartext_smtp: tuple[str, list[bytes]], credentials: str, link_token: bool
+) -> None:
+    address, lines = cleartext_smtp
+    options = {"url": f"smtp://{credentials}{address}", "to": ["a@b.test"], "from": "q@b.test"}
+    channel = EmailChannel(Route(1, "*", "email", link_token=link_token, options=options), timeout=5)
+    with pytest.raises(FailedDelivery, match="offers no STARTTLS"):
+        await channel.deliver(NOTE)
+    said = b"".join(lines)
+    assert b"AUTH" not in said.upper() and b"DATA" not in said.upper() and b"MAIL FROM" not in said.upper()
+
+
+async def test_without_credentials_or_link_tokens_mail_may_go_in_clear(
+    cleartext_smtp: tuple[str, list[bytes]],
+) -> None:
+    address, lines = cleartext_smtp
+    channel = EmailChannel(route("email", url=f"smtp://{address}", to=["a@b.test"], **{"from": "q@b.test"}), timeout=5)
+    await channel.deliver(NOTE)
+    assert any(line.upper().startswith(b"DATA") for line in lines)

@@ -55,6 +55,7 @@ def test_the_browsers_push_services_are_allowed_by_default(endpoint: str) -> Non
         "https://fcm.googleapis.com/x#frag",
         "https://fcm.googleapis.com/a b",
         "ftp://fcm.googleapis.com/x",
+        "https://[x/",  # (urlsplit raises on it)
         42,
     ],
 )

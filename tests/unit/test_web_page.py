@@ -57,7 +57,9 @@ def test_the_pages_pure_modules_pass_their_node_tests() -> None:
 @pytest.fixture
 async def page() -> httpx.AsyncClient:
     app = create_app(Config(secret="unit-test-secret-0123456789abcdef"), web_dir=WEB_ROOT)
-    return httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://testserver")
+    return httpx.AsyncClient(
+        transport=httpx.ASGITransport(app=app), base_url="http://localhost"
+    )  # (a Host the broker answers for)
 
 
 async def test_every_module_is_served_as_javascript(page: httpx.AsyncClient) -> None:
@@ -75,6 +77,15 @@ def test_pythons_own_table_says_javascript_too() -> None:
     for suffix in (".mjs", ".js"):
         guessed = mimetypes.MimeTypes(filenames=()).guess_type(f"x{suffix}")[0] or ""
         assert JAVASCRIPT.match(guessed), (suffix, guessed)
+
+
+@pytest.mark.parametrize("path", ["/", "/app.mjs", "/sw.js", "/style.css"])
+async def test_no_other_site_may_frame_the_page(page: httpx.AsyncClient, path: str) -> None:
+    async with page:
+        response = await page.get(path)
+    assert response.status_code == 200
+    assert response.headers["content-security-policy"] == "frame-ancestors 'none'"
+    assert response.headers["x-frame-options"] == "DENY"
 
 
 async def test_the_page_loads_its_entry_module_under_its_csp(page: httpx.AsyncClient) -> None:

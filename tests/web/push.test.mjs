@@ -6,7 +6,9 @@ import { readFileSync } from "node:fs";
 import { test } from "node:test";
 import vm from "node:vm";
 
-import { buttonState, keyBytes, pushSupport, subscribeOutcome, subscriptionBody } from "../../clients/web/push.mjs";
+import {
+  buttonState, keyBytes, mayRepost, pushSupport, subscribeOutcome, subscriptionBody, tokenHolder,
+} from "../../clients/web/push.mjs";
 
 const worker = (() => {
   const context = { URL, JSON, encodeURIComponent };
@@ -99,4 +101,17 @@ test("a click focuses the tab on that session, else takes a tab of the page ther
     { index: 1, navigate: true });
   assert.equal(pick([{ url: "https://elsewhere.example/" }], target, SCOPE), null);
   assert.equal(pick([], target, SCOPE), null);
+});
+
+test("a subscription is posted again at load only with a token of the holder it was made for", () => {
+  const jwt = (claims) => "h." + Buffer.from(JSON.stringify(claims)).toString("base64url") + ".s";
+  const made = tokenHolder(jwt({ sid: "alice:build", role: "client", sub: "alice", exp: 1, iat: 0, jti: "a" }));
+  const later = jwt({ sid: "alice:build", role: "client", sub: "alice", exp: 9, iat: 5, jti: "b" });
+  assert.equal(mayRepost(made, later), true, "a later link for the same person and session");
+  assert.equal(mayRepost(made, jwt({ sid: "mallory:x", role: "client", sub: "alice", exp: 9 })), false);
+  assert.equal(mayRepost(made, jwt({ sid: "alice:build", role: "client", sub: "mallory", exp: 9 })), false);
+  assert.equal(mayRepost(made, jwt({ sid: "alice:build", role: "client", exp: 9 })), false, "no holder named");
+  assert.equal(mayRepost("", later), false, "made for nobody known: not posted again");
+  assert.equal(mayRepost(made, "not a token"), false);
+  assert.equal(tokenHolder(jwt({ sid: "zoë:李", sub: "Zoë" })), '[["sid","zoë:李"],["sub","Zoë"]]');
 });

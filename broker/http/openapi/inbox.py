@@ -11,6 +11,7 @@ from broker.http.routing import PathItem
 _INBOX_ERRORS: Final[dict[str, str]] = {
     "400": "invalid_arguments: a bad limit or cursor, an unknown or repeated query parameter.",
     "401": "unauthorized: no token, a bad, expired or revoked token, or not a client token.",
+    "429": "rate_limited: the token read too much (QBROKER_READS_PER_MINUTE); retry after Retry-After seconds.",
     "503": "store_unavailable: retry.",
 }
 

@@ -17,8 +17,9 @@ _ANSWERS = (
 
 
 def _operations(operation_id: str, summary: str, parameters: list[Schema]) -> PathItem:
-    # GET and DELETE are the SDK's (a server-sent stream; no session to end: 405), listed so
-    # that the document names every method the path's Allow does.
+    # GET (no stream is offered: 405, remote_mcp/gate.py) and DELETE (an older host's session
+    # ends; else nothing to end), listed so that the document names every method the path's
+    # Allow does.
     answers = {"default": {"description": _ANSWERS}}
     return {
         "post": {

@@ -73,6 +73,7 @@ _RECORD_ERRORS: Final[dict[str, str]] = {
     "401": "unauthorized: no token, a bad signature, an expired or revoked token, an admin token.",
     "403": "forbidden: an agent or client token whose scope does not cover the session.",
     "404": "unknown_questionnaire: no such questionnaire in this session (or it expired).",
+    "429": "rate_limited: the token read too much (QBROKER_READS_PER_MINUTE); retry after Retry-After seconds.",
     "503": "store_unavailable (Redis cannot be reached): retry.",
 }
 
@@ -121,6 +122,7 @@ def operations() -> dict[str, PathItem]:
                     "400",
                     "401",
                     "403",
+                    "429",
                     "503",
                 ),
             }
@@ -132,7 +134,7 @@ def operations() -> dict[str, PathItem]:
                 "security": _RECORD_SECURITY,
                 "parameters": [SID, QID],
                 "responses": _record_responses(
-                    "EventsError", json_body(ref("Events"), "The events."), "400", "401", "403", "404", "503"
+                    "EventsError", json_body(ref("Events"), "The events."), "400", "401", "403", "404", "429", "503"
                 ),
             }
         },

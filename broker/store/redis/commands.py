@@ -139,6 +139,19 @@ class Commands:
                 f"this server is {info.get('redis_version')}"
             )
 
+    async def persistence_off(self) -> bool:
+        """Whether the Redis answering has AOF persistence off (revocations, notifications
+        waiting for delivery and open questionnaires would not survive its restart). False
+        when it cannot tell (INFO refused to this user; a cluster's nodes differ)."""
+        if isinstance(self.client, RedisCluster):
+            return False
+        try:
+            info = await self.command("INFO", "persistence")
+        except Exception:  # (an ACL without INFO: no warning rather than no start)
+            return False
+        text = bytes(info).decode(errors="replace") if isinstance(info, (bytes, bytearray)) else str(info)
+        return "aof_enabled:0" in text
+
     async def close(self) -> None:
         if self.wire is not None:
             await self.wire.aclose()

@@ -55,6 +55,9 @@ in the session-id alphabet), so that they share one slot::
 Every broker reads the version twice a second and the list only when the version changed
 (revocations are rare): one GET, on one slot, per broker per half second.
 
+    qb:{!notify}:deliveries    stream  notifications waiting for delivery, read by every
+                               broker through the consumer group "brokers" (deliveries.py)
+
 The session scripts only touch keys of one session (but for the create script on one Redis,
 which also adds the session to its inbox shard, above). Every key known before the call is passed in
 KEYS (that is what routes the script to the session's slot on a cluster); four scripts
@@ -127,6 +130,8 @@ REVOCATIONS_KEYS = ["qb:{!revocations}:list", "qb:{!revocations}:version"]
 # written once per heartbeat interval per broker (not per socket) and read only when a
 # questionnaire nobody answers nears its deadline.
 INBOX_SOCKETS_KEY = "qb:{!inbox-sockets}:scopes"
+# Notifications waiting for delivery, shared by every broker (deliveries.py).
+DELIVERIES_KEY = "qb:{!notify}:deliveries"
 
 
 def inbox_key(session_id: str) -> str:

@@ -39,6 +39,7 @@ from broker.store.base import (
 from broker.store.records import Records, pack_event, unpack_event
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import reachable
+from broker.store.redis.deliveries import Deliveries
 from broker.store.redis.keys import (
     INBOX_SOCKETS_KEY,
     REVOCATIONS_KEYS,
@@ -150,6 +151,7 @@ class RedisStore(Store):
         self._emptied: dict[str, float] = {}
         self._unindex_timer: asyncio.TimerHandle | None = None
         self._push = PushSubscriptions(commands)
+        self._deliveries = Deliveries(commands)
 
         self._records = records = Records()
         self._subscriptions = subscriptions = Subscriptions(Routing(client, commands.wire), pubsub, records)
@@ -489,6 +491,20 @@ class RedisStore(Store):
             else:
                 logger.error("inbox upkeep failed", exc_info=exc)
 
+    # --- notification deliveries (deliveries.py) -------------------------------------
+
+    async def add_delivery(self, record: bytes) -> None:
+        await self._deliveries.add(record)
+
+    async def take_deliveries(self, consumer: str, count: int, idle: float) -> list[tuple[str, bytes]]:
+        return await self._deliveries.take(consumer, count, idle)
+
+    async def keep_deliveries(self, consumer: str, delivery_ids: list[str]) -> None:
+        await self._deliveries.keep(consumer, delivery_ids)
+
+    async def finish_delivery(self, delivery_id: str) -> None:
+        await self._deliveries.finish(delivery_id)
+
     # --- browser push subscriptions (push.py) -----------------------------------------
 
     async def add_push_subscription(self, subscription: PushSubscription, limit: int) -> None:
@@ -530,6 +546,11 @@ class RedisStore(Store):
             await subscriptions.abandon()
             raise
         subscriptions.run(early)
+        if await self._commands.persistence_off():
+            logger.warning(
+                "redis persistence (AOF) is off: revocations, notifications waiting for delivery and"
+                " questionnaires are lost if Redis restarts; set appendonly yes (docs/operations.md)"
+            )
 
     @property
     def notices_connected(self) -> bool:

@@ -45,6 +45,10 @@ REVOCATIONS: Final = _read("revocations.lua")
 PUSH_ADD: Final = _read("push_add.lua")
 PUSH_REMOVE: Final = _read("push_remove.lua")
 PUSH_LIST: Final = _read("push_list.lua")
+DELIVERY_ADD: Final = _read("delivery_add.lua")
+DELIVERY_TAKE: Final = _read("delivery_take.lua")
+DELIVERY_KEEP: Final = _read("delivery_keep.lua")
+DELIVERY_FINISH: Final = _read("delivery_finish.lua")
 
 
 def write_script(body: str, publish: str, *, indexed: bool = False) -> str:
