@@ -167,8 +167,7 @@ def test_a_link_with_another_holder_s_token_does_not_move_the_device_s_subscript
     process, service = push_broker
     alice, mallory = new_sid("alice"), new_sid("mallory")
     device = service.device("moved")
-    context = chromium.new_context()
-    context.set_default_timeout(TIMEOUT_MS)
+    context = new_context(chromium)
     context.grant_permissions(["notifications"], origin=process.url)
     context.add_init_script(f"window.__pushDevice = {json.dumps(_device_for_page(device))};")
     context.add_init_script(PUSH_MANAGER_STUB)
