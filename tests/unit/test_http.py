@@ -42,7 +42,10 @@ async def app() -> AsyncIterator[BrokerApp]:
 
 
 def _scope(method: str, path: str, query: bytes = b"", headers: list[tuple[bytes, bytes]] | None = None) -> Any:
-    auth = [(b"authorization", f"Bearer {mint_token(SECRET, SID, 'agent')}".encode())]
+    auth = [
+        (b"host", b"127.0.0.1:8700"),  # every HTTP/1.1 request has one; the broker refuses unknown names
+        (b"authorization", f"Bearer {mint_token(SECRET, SID, 'agent')}".encode()),
+    ]
     return {
         "type": "http",
         "method": method,
@@ -234,7 +237,7 @@ def test_the_usual_query_is_one_pair() -> None:
 
 async def test_a_start_keeps_the_sub_of_the_agent_token_as_who_asked(app: BrokerApp) -> None:
     scope = _scope("POST", f"/v1/sessions/{SID}/questionnaire", b"wait=0")
-    scope["headers"][0] = (b"authorization", f"Bearer {mint_token(SECRET, SID, 'agent', sub='build-agent')}".encode())
+    scope["headers"][1] = (b"authorization", f"Bearer {mint_token(SECRET, SID, 'agent', sub='build-agent')}".encode())
     start, body = await _call(app, scope, [_body(START)])
     assert start["status"] == 202, body
     questionnaire_id = json.loads(body["body"])["questionnaireId"]

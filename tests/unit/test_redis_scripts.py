@@ -33,9 +33,13 @@ def test_every_lua_file_is_part_of_a_script() -> None:
         scripts.PUSH_LIST,
         scripts.EVENTS,
         scripts.HISTORY,
+        scripts.DELIVERY_ADD,
+        scripts.DELIVERY_TAKE,
+        scripts.DELIVERY_KEEP,
+        scripts.DELIVERY_FINISH,
     ]
     lua = [entry for entry in files(scripts).iterdir() if entry.name.endswith(".lua")]
-    assert len(lua) == 17
+    assert len(lua) == 21
     for entry in lua:
         assert any(entry.read_text(encoding="utf-8") in script for script in loaded), entry.name
 
