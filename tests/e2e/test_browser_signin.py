@@ -134,7 +134,7 @@ def test_sign_in_opens_the_inbox_of_the_person_s_sessions_with_the_access_token_
     access = re.search(r'"token":"([^"]+)"', hello)
     assert access is not None
     claims = jwt.decode(access.group(1), options={"verify_signature": False})
-    assert (claims["iss"], claims["aud"], claims["sub"], claims["sid"], claims["role"]) == (
+    assert (claims["iss"], claims["aud"], claims["sub"], claims["qbroker_sid"], claims["role"]) == (
         idp.issuer,
         AUDIENCE,
         "alice",

@@ -6,7 +6,7 @@
 //   authorization code flow, PKCE required, refresh tokens, and the device authorization
 //   grant (RFC 8628);
 // - users whose access tokens are JWTs for the broker's audience, carrying the qbroker claims
-//   the broker reads (sid: the sessions a person covers, role: client);
+//   the broker reads (qbroker_sid: the sessions a person covers, role: client);
 // - the provider's own development login and consent pages, which the tests fill in.
 //
 // Settings come from the environment (JSON where structured), so that the tests own them:
@@ -67,8 +67,9 @@ const provider = new Provider(env("OIDC_ISSUER"), {
   issueRefreshToken: (ctx, client) => client.grantTypeAllowed("refresh_token"),
   async extraTokenClaims(ctx, token) {
     if (token.kind !== "AccessToken" || !users[token.accountId]) return undefined;
+    // qbroker_sid, the broker's default scope claim: an OIDC "sid" is the provider's login session.
     const { sid, role } = users[token.accountId];
-    return { sid, role };
+    return { qbroker_sid: sid, role };
   },
   pkce: { required: () => true },
   clientBasedCORS: () => true,
