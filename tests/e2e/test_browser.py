@@ -104,15 +104,15 @@ def idle_heading(page: Page) -> Any:
 
 
 def test_the_token_leaves_the_address_bar_once_read_and_a_reload_still_opens_the_session(
-    web_page: Page, web_broker: Any, web_sid: str
+    page: Page, web_broker: Any, web_sid: str
 ) -> None:
-    open_client(web_page, web_broker.url, web_sid)
-    assert "token" not in web_page.url, web_page.url
-    assert web_page.url.endswith(f"/#session={web_sid}")
-    assert "token" not in web_page.evaluate("window.location.href")
-    web_page.reload()
-    expect(web_page.locator("#conn")).to_have_attribute("data-state", "connected")
-    assert "token" not in web_page.url
+    open_client(page, web_broker.url, web_sid)
+    assert "token" not in page.url, page.url
+    assert page.url.endswith(f"/#session={web_sid}")
+    assert "token" not in page.evaluate("window.location.href")
+    page.reload()
+    expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
+    assert "token" not in page.url
 
 
 def test_single_question_is_answered_by_a_click_or_the_keyboard(

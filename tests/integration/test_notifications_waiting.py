@@ -109,7 +109,7 @@ async def test_a_client_wait_on_a_resume_is_refused(deployment: NotifyDeployment
             headers=agent.headers(),
         )
     assert response.status_code == 400
-    assert "clientWait applies to a start" in response.json()["error"]["message"]
+    assert "clientWait and reattach apply to a start" in response.json()["error"]["message"]
 
 
 async def test_a_person_who_asked_then_left_has_the_notify_wait_to_come_back_after_the_resume() -> None:
