@@ -400,6 +400,9 @@ async def _through_nginx(lb: str, brokers: list[BrokerProcess], home: ClaudeHome
         "the form",
         timeout=QUICK,
     )
+    # The broker logs the form before its reply reaches the host: kill it only once the host
+    # shows the form, or the kill cuts that reply (nginx repeats no POST it has sent).
+    await eventually(lambda: home.forms(), "the form in the host", timeout=QUICK)
     survivor = next(b for b in brokers if b is not asking)
     asking.kill()
     home.go("go")
