@@ -215,6 +215,11 @@ def test_the_k8s_pod_runs_under_podman_kube_play(project: Project, built: Images
     deployment["spec"]["replicas"] = 1
     (container,) = deployment["spec"]["template"]["spec"]["containers"]
     container["image"] = built.broker
+    # podman 4.3's kube play publishes a containerPort on the same port of the host: 8700, the
+    # broker's default, may be taken here (a broker someone runs, another run of this test).
+    # A free port instead; the test reaches the broker from inside the pod.
+    (port,) = container["ports"]
+    port["hostPort"] = free_port()
     password = podman("exec", project.container("redis"), "printenv", "QBROKER_REDIS_PASSWORD").stdout.strip()
     configmap["data"]["QBROKER_REDIS_URL"] = f"redis://:{password}@redis:6379/0"
     secret_name = container["envFrom"][1]["secretRef"]["name"]
