@@ -30,12 +30,6 @@ EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0
 
 
-@pytest.fixture(scope="module")
-def live() -> Iterator[BrokerProcess]:
-    with broker(client_wait=1) as process:
-        yield process
-
-
 @pytest.fixture
 def sid() -> str:
     return new_sid("mcp")
