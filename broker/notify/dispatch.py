@@ -20,7 +20,6 @@ lists those still held (in flight or waiting to retry).
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import random
 from collections.abc import Awaitable, Callable
@@ -30,6 +29,7 @@ from typing import Final
 from broker.notify.channel import Channel, FailedDelivery, RetryableDelivery
 from broker.notify.notification import Notification
 from broker.runtime.metrics import Metrics
+from broker.runtime.tasks import stop_tasks
 
 log = logging.getLogger("qbroker.notify")
 
@@ -101,11 +101,7 @@ class Dispatcher:
         for handle in self._retries:
             handle.cancel()
         self._retries.clear()
-        for task in self._tasks:
-            task.cancel()
-        for task in self._tasks:
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+        await stop_tasks(self._tasks)
         self._tasks.clear()
 
     async def drained(self) -> None:

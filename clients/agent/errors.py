@@ -8,12 +8,11 @@ word for word) and ``.status`` (the HTTP status, ``None`` when no response was i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 import httpx
 
-if TYPE_CHECKING:
-    from clients.agent.results import Pending
+from clients.agent.pending import Pending
 
 
 class QBrokerError(Exception):

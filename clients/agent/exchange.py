@@ -22,7 +22,8 @@ from urllib.parse import quote
 import httpx
 
 from clients.agent.errors import ProtocolError, QBrokerError, QBrokerTimeout, TransportError, error_from_response
-from clients.agent.results import Pending, QuestionnaireResult
+from clients.agent.pending import Pending
+from clients.agent.results import QuestionnaireResult
 
 DEFAULT_WAIT: Final = 30.0
 # Retries of a transient failure per request: with the default backoff they span ~11-23 s,

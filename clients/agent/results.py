@@ -1,6 +1,6 @@
 """The SDK's results: what a call returns, read from the broker's tool result into typed,
-read-only values (``QuestionnaireResult`` and its ``Answer``/``Clarification`` parts, and
-``Pending`` for a ``202``).
+read-only values (``QuestionnaireResult`` and its ``Answer``/``Clarification`` parts; a
+``202``'s ``Pending`` is in pending.py, as the errors carry it too).
 
 Kept apart from the exchange so that a caller (the CLI, the MCP server) can read and print
 results without the HTTP machinery.
@@ -96,19 +96,6 @@ class Clarification:
             request=str(wire["request"]),
             response=response if isinstance(response, str) else None,
         )
-
-
-@dataclass(frozen=True, slots=True)
-class Pending:
-    """A ``202``: the questionnaire is still with the person."""
-
-    questionnaire_id: str
-    revision: int
-    step: int
-
-    @classmethod
-    def from_wire(cls, wire: Mapping[str, Any]) -> Pending:
-        return cls(str(wire["questionnaireId"]), int(wire["revision"]), int(wire.get("step", 0)))
 
 
 @dataclass(frozen=True, slots=True)

@@ -70,11 +70,11 @@ from clients.agent.exchange import DEFAULT_WAIT as DEFAULT_WAIT
 from clients.agent.exchange import MAX_WAIT as MAX_WAIT
 from clients.agent.exchange import USER_AGENT as USER_AGENT
 from clients.agent.exchange import PendingCallback as PendingCallback
+from clients.agent.pending import Pending
 from clients.agent.results import (
     EXIT_CODES,
     Answer,
     Clarification,
-    Pending,
     QuestionnaireResult,
     Status,
 )

@@ -8,6 +8,7 @@
  *
  *   pure (no DOM, no socket, no timers; tests/web/ runs them under node --test):
  *     state.mjs          what is shown and what each frame and action does to it
+ *     out.mjs            what each of those returns for the page to do (frames, refreshes, toasts)
  *     answer.mjs         the answer being made to the question shown, and its rules
  *     secret-guard.mjs   the stop before a text that looks like a secret
  *     secret-shapes.mjs  what a secret looks like (the broker's rules, in JavaScript)

@@ -9,28 +9,15 @@
  *   person is doing right now (toggles not yet echoed, text being typed, which field is
  *   open, whether the cancel dialog is open and for which questionnaire).
  *
- *   Every input returns an Out:
- *     send        frames for the broker, in order (the caller hands back any it could not
- *                 send with `unsent(frame)`)
- *     refresh     "question": bring the question on screen in line with `answer` in place;
- *                 "draft": only the line that says whether the draft is saved; null: nothing
- *     toasts      messages for the corner ({kind, title, text, ttl, code, hideCode})
- *     announce    a sentence for screen readers
- *     focus       the id of the element to focus once the screen is up to date
- *     fieldError  {kind: "other" | "clarify", text}: under that field, which gets the focus
- *     hint        a new text for the line next to Continue
- *     dialog      "open" | "close": the cancel dialog
- *     secret      "open" | "close": the stop before a text that looks like a secret
- *                 (secret-guard.mjs: `guard.stop` is what it is about)
- *     newQuestion true when a question (not an update of the one shown) came in
- *     unknown     the type of a frame this page does not know
- *   and a new screen is due whenever `screen` changes (a new step rebuilds the view; frames
+ *   Every input returns an Out (out.mjs: the frames to send, what to refresh, toasts, focus
+ *   and the rest), and a new screen is due whenever `screen` changes (a new step rebuilds the view; frames
  *   for the same questionnaire, step and question update it in place, so focus and
  *   half-typed text survive).
  */
 
 import { Answer, draftKey, OTHER_MAX } from "./answer.mjs";
 import { closedToast, ENDED_UNSEEN, ENDED_UNSEEN_WHY, errorToast, lastClosedNote, NOT_CONNECTED } from "./messages.mjs";
+import { newOut, refresh, toast } from "./out.mjs";
 import { refusalScreen } from "./refusals.mjs";
 import { HELD_DRAFT, SecretGuard } from "./secret-guard.mjs";
 import { sentence } from "./text.mjs";
@@ -39,23 +26,6 @@ import { answeredByPhrase, answeredNote, ownAnswer } from "./who.mjs";
 export const DRAFT_TEXT_DEBOUNCE_MS = 400;
 export const DRAFT_ECHO_GRACE_MS = 3000;
 export const BUSY_TIMEOUT_MS = 10000;
-
-const REFRESH_RANK = { draft: 1, question: 2 };
-
-function newOut() {
-  return {
-    send: [], refresh: null, toasts: [], announce: null, focus: null, fieldError: null, hint: null,
-    dialog: null, secret: null, newQuestion: false, unknown: null,
-  };
-}
-
-function refresh(out, level) {
-  if (!out.refresh || REFRESH_RANK[level] > REFRESH_RANK[out.refresh]) out.refresh = level;
-}
-
-function toast(kind, title, text, ttl) {
-  return { kind, title, text: text || null, ttl: ttl || 8000, code: null, hideCode: false };
-}
 
 /** The clarifications of the frame's question that the agent has answered, oldest first. */
 export function answeredClarifications(frame) {

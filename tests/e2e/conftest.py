@@ -3,8 +3,9 @@
 ``chromium`` is Debian's Chromium, launched once per module on each xdist worker that runs
 the module's tests. Not once per worker: Playwright's sync API marks its event loop as
 running in the thread between its calls, so a browser left open would stop the asyncio
-tests that the same worker runs next. ``context`` is a fresh desktop context per test and
-``page`` a page in it whose uncaught errors fail the test.
+tests that the same worker runs next. ``context`` is a fresh context per test, its window
+``viewport`` (a desktop's; a module that took screenshots at another size overrides
+``viewport``), and ``page`` a page in it whose uncaught errors fail the test.
 """
 
 from __future__ import annotations
@@ -13,9 +14,9 @@ import os
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, expect, sync_playwright
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect, sync_playwright
 
-from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, LAUNCH_TIMEOUT_MS, TIMEOUT_MS, new_context, watch
+from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS, DESKTOP, LAUNCH_TIMEOUT_MS, TIMEOUT_MS, new_context, watch
 from tests.helpers.processes import need
 
 expect.set_options(timeout=TIMEOUT_MS)
@@ -35,8 +36,13 @@ def chromium() -> Iterator[Browser]:
 
 
 @pytest.fixture
-def context(chromium: Browser) -> Iterator[BrowserContext]:
-    opened = new_context(chromium)
+def viewport() -> ViewportSize:
+    return DESKTOP
+
+
+@pytest.fixture
+def context(chromium: Browser, viewport: ViewportSize) -> Iterator[BrowserContext]:
+    opened = new_context(chromium, viewport=viewport)
     yield opened
     opened.close()
 

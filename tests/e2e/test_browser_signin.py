@@ -18,22 +18,20 @@ from urllib.parse import unquote
 import httpx
 import jwt
 import pytest
-from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize, expect
+from playwright.sync_api import Browser, Page, ViewportSize, expect
 
-from tests.helpers.browser import new_context, watch
+from tests.helpers.agent_http import ask, outcome
+from tests.helpers.browser import new_context
 from tests.helpers.oidc import AUDIENCE, Provider, signing_in
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, token
+from tests.helpers.processes import REPO_ROOT, BrokerProcess
 from tests.helpers.samples import REVIEWER, TARGET, new_sid
 
 pytestmark = pytest.mark.browser
 
-TIMEOUT_MS = 15_000
 DESKTOP: ViewportSize = {"width": 1040, "height": 760}
 PHONE: ViewportSize = {"width": 390, "height": 844}
 SIGN_IN_SHOT = REPO_ROOT / "docs" / "screenshot-sign-in.png"
 PHONE_SHOT = REPO_ROOT / "docs" / "screenshot-phone-inbox-answer.png"
-
-expect.set_options(timeout=TIMEOUT_MS)
 
 
 @pytest.fixture(scope="module")
@@ -43,43 +41,9 @@ def deployment() -> Iterator[tuple[BrokerProcess, Provider]]:
 
 
 @pytest.fixture
-def context(chromium: Browser) -> Iterator[BrowserContext]:
-    """The shared Chromium's context at the size the screenshots were taken at."""
-    opened = new_context(chromium, viewport=DESKTOP)
-    yield opened
-    opened.close()
-
-
-@pytest.fixture
-def page(context: BrowserContext) -> Iterator[Page]:
-    errors: list[str] = []
-    opened = watch(context.new_page(), errors)
-    yield opened
-    assert errors == [], f"uncaught errors in the page: {errors}"
-
-
-def ask(base_url: str, sid: str, *questions: dict[str, Any], sub: str = "build-bot") -> str:
-    response = httpx.post(
-        f"{base_url}/v1/sessions/{sid}/questionnaire",
-        params={"wait": 0},
-        json={"action": "start", "questions": list(questions)},
-        headers={"Authorization": f"Bearer {token(sid, 'agent', sub=sub)}"},
-        timeout=10,
-    )
-    assert response.status_code == 202, response.text
-    return str(response.json()["questionnaireId"])
-
-
-def outcome(base_url: str, sid: str, qid: str) -> dict[str, Any]:
-    response = httpx.get(
-        f"{base_url}/v1/sessions/{sid}/questionnaires/{qid}",
-        params={"wait": 10},
-        headers={"Authorization": f"Bearer {token(sid, 'agent')}"},
-        timeout=20,
-    )
-    assert response.status_code == 200, response.text
-    details: dict[str, Any] = response.json()["details"]
-    return details
+def viewport() -> ViewportSize:
+    """The size the sign-in screenshot was taken at."""
+    return DESKTOP
 
 
 def log_in_at_the_provider(page: Page, idp: Provider, user: str) -> None:
@@ -143,8 +107,8 @@ def test_sign_in_opens_the_inbox_of_the_person_s_sessions_with_the_access_token_
     )
 
     build = "alice:" + new_sid("build")
-    mine = ask(url, build, TARGET)
-    ask(url, "bob:" + new_sid("build"), REVIEWER)  # bob's: never in alice's inbox
+    mine = ask(url, build, TARGET, sub="build-bot")
+    ask(url, "bob:" + new_sid("build"), REVIEWER, sub="build-bot")  # bob's: never in alice's inbox
     item = page.locator(".inbox-list .inbox-item")
     expect(item).to_have_count(1)
     expect(item).to_contain_text("Which environment should this release go to?")
@@ -164,10 +128,9 @@ def test_a_notification_link_carries_no_token_and_opens_its_question_after_sign_
     sid = "alice:release-42"  # the only test of this broker with this session: a stable screenshot
     ask(url, "alice:" + new_sid("other"), REVIEWER, sub="review-bot")  # another one waits too
     qid = ask(url, sid, TARGET, sub="deploy-bot")
-    context = chromium.new_context(
-        viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2, color_scheme="light"
+    context = new_context(
+        chromium, viewport=PHONE, is_mobile=True, has_touch=True, device_scale_factor=2, color_scheme="light"
     )
-    context.set_default_timeout(TIMEOUT_MS)
     try:
         page = context.new_page()
         page.goto(f"{url}/#session={sid}&questionnaire={qid}")  # what a notification links to now
@@ -225,7 +188,7 @@ def test_the_access_token_is_renewed_and_a_sign_in_that_ends_offers_sign_in_agai
     page.wait_for_timeout(14_000)  # the scenario: the token's 12 s must pass
     expect(page.locator("#conn")).to_have_attribute("data-state", "connected")
     assert any("grant_type=refresh_token" in body for body in renewals), renewals
-    ask(process.url, "alice:" + new_sid("late"), TARGET)
+    ask(process.url, "alice:" + new_sid("late"), TARGET, sub="build-bot")
     expect(page.locator(".inbox-list .inbox-item")).to_have_count(1)
 
     # The provider no longer renews it (the refresh token is gone): at the next renewal the

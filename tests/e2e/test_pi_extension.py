@@ -373,6 +373,15 @@ async def test_installed_the_documented_ways_pi_loads_the_tool(
     assert ends[0]["result"]["details"]["cancellationReason"] == "user_cancelled"
 
 
+# Pi's own renderer of the tool's result, once the person answered production, unit and e2e
+# with "Manual smoke test" as Other.
+ANSWERED_IN_THE_PANE = (
+    "✓ completed · 2 of 2 answered",
+    "Target [deploy_target]: Production [production]",
+    'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
+)
+
+
 @pytest.fixture
 def terminals() -> Iterator[list[PiTerminal]]:
     opened: list[PiTerminal] = []
@@ -397,11 +406,7 @@ async def test_pis_tui_shows_the_answers_as_labels_with_their_ids(
             question = await someone.wait_for("question", where=lambda f: f["index"] == 1)
             await someone.answer(question, ["unit", "e2e"], other="Manual smoke test")
             await someone.wait_for("closed")
-        await terminal.wait_for(
-            "✓ completed · 2 of 2 answered",
-            "Target [deploy_target]: Production [production]",
-            'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
-        )
+        await terminal.wait_for(*ANSWERED_IN_THE_PANE)
 
 
 async def test_escape_in_pis_tui_aborts_the_questionnaire(
@@ -428,6 +433,14 @@ def in_pi(live_broker: BrokerProcess, sid: str, **more: str) -> dict[str, str]:
     return {**connected(live_broker, sid), "client_token": token(sid, "client", sub="pi-user"), **more}
 
 
+async def asking_in_pi(home: PiHome, settings: dict[str, str], runs: list[PiRun]) -> PiRun:
+    """pi in RPC mode with qbroker's package and the broker's ``settings``; killed at
+    teardown if it is still running."""
+    run = await home.start(PROMPT, env=home.env(**settings), extensions=(home.package(),), rpc=True)
+    runs.append(run)
+    return run
+
+
 def titled(text: str) -> Callable[[dict[str, Any]], bool]:
     return lambda request: text in str(request.get("title", ""))
 
@@ -441,8 +454,7 @@ async def test_answered_in_pis_dialogs_with_a_clarification_asked_from_pi(
     sid = new_sid("pi")
     with ScriptedModel(release_manager) as model:
         home = PiHome(tmp, model, modules)
-        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
-        runs.append(run)
+        run = await asking_in_pi(home, in_pi(live_broker, sid), runs)
         person_at = PiDialogs(run)
         first = await person_at.next(where=titled("Question 1 of 2 · Target"))
         assert "Which environment should this release go to?" in first["title"]
@@ -496,8 +508,7 @@ async def test_esc_in_pis_dialog_cancels_the_questionnaire(
     sid = new_sid("pi")
     with ScriptedModel(only_start) as model:
         home = PiHome(tmp, model, modules)
-        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
-        runs.append(run)
+        run = await asking_in_pi(home, in_pi(live_broker, sid), runs)
         person_at = PiDialogs(run)
         await person_at.respond(await person_at.next(where=titled("Question 1 of 2")), cancelled=True)
         end = await run.wait_for(lambda e: e.get("type") == "tool_execution_end", "the tool's end")
@@ -518,8 +529,7 @@ async def test_a_client_that_answers_first_withdraws_pis_dialog(
     sid = new_sid("pi")
     with ScriptedModel(only_start) as model:
         home = PiHome(tmp, model, modules)
-        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
-        runs.append(run)
+        run = await asking_in_pi(home, in_pi(live_broker, sid), runs)
         person_at = PiDialogs(run)
         in_pis_dialog = await person_at.next(where=titled("Question 1 of 2"))
         async with person(live_broker.ws_url, sid) as someone:
@@ -555,8 +565,7 @@ async def test_a_broker_that_stops_mid_questionnaire_leaves_it_to_pi_alone(
     with ScriptedModel(only_start) as model, broker() as going:
         home = PiHome(tmp, model, modules)
         settings = {**in_pi(going, sid), "retries": "1"}
-        run = await home.start(PROMPT, env=home.env(**settings), extensions=(home.package(),), rpc=True)
-        runs.append(run)
+        run = await asking_in_pi(home, settings, runs)
         person_at = PiDialogs(run)
         brokered = await person_at.next(where=titled("Question 1 of 2"))
         assert any(o.startswith("Answer elsewhere") for o in brokered["options"])
@@ -579,8 +588,7 @@ async def test_answer_elsewhere_hands_the_questionnaire_to_the_other_clients(
     sid = new_sid("pi")
     with ScriptedModel(only_start) as model:
         home = PiHome(tmp, model, modules)
-        run = await home.start(PROMPT, env=home.env(**in_pi(live_broker, sid)), extensions=(home.package(),), rpc=True)
-        runs.append(run)
+        run = await asking_in_pi(home, in_pi(live_broker, sid), runs)
         person_at = PiDialogs(run)
         await person_at.choose(await person_at.next(where=titled("Question 1 of 2")), "Answer elsewhere")
         async with person(live_broker.ws_url, sid) as someone:
@@ -605,8 +613,7 @@ async def test_an_agent_token_is_no_client_token(
     with ScriptedModel(only_start) as model:
         home = PiHome(tmp, model, modules)
         settings = {**connected(live_broker, sid), "client_token": token(sid, "agent")}
-        run = await home.start(PROMPT, env=home.env(**settings), extensions=(home.package(),), rpc=True)
-        runs.append(run)
+        run = await asking_in_pi(home, settings, runs)
         person_at = PiDialogs(run)
         refusal = await person_at.next("notify")
         assert "refused the client token" in refusal["message"], refusal
@@ -653,9 +660,7 @@ async def test_in_host_race_always_asks_and_off_never(
     with ScriptedModel(only_start) as model:
         home = PiHome(tmp, model, modules)
         async with person(live_broker.ws_url, sid) as someone:
-            env = home.env(**in_pi(live_broker, sid, in_host=mode))
-            run = await home.start(PROMPT, env=env, extensions=(home.package(),), rpc=True)
-            runs.append(run)
+            run = await asking_in_pi(home, in_pi(live_broker, sid, in_host=mode), runs)
             person_at = PiDialogs(run)
             question = await someone.wait_for("question", timeout=30)
             if mode == "race":
@@ -695,8 +700,7 @@ async def test_without_a_broker_pi_asks_alone_with_the_seeds_results(
         settings = {**in_pi(stopped, sid), "retries": "1"}
     with ScriptedModel(release_manager) as model:
         home = PiHome(tmp, model, modules)
-        run = await home.start(PROMPT, env=home.env(**settings), extensions=(home.package(),), rpc=True)
-        runs.append(run)
+        run = await asking_in_pi(home, settings, runs)
         person_at = PiDialogs(run)
         first = await person_at.next(where=titled("Question 1 of 2"), timeout=60)
         assert "Answer elsewhere" not in " ".join(first["options"])  # no other client to hand it to
@@ -758,11 +762,7 @@ async def test_answered_in_pis_tui_with_the_keys_alone(
         image = render_png(ansi, DOCS / "screenshot-pi.png", title="pi — qbroker's questionnaire", columns=120, rows=21)
         assert image.size[0] > 600
         terminal.keys("Down", "Enter")
-        await terminal.wait_for(
-            "✓ completed · 2 of 2 answered",
-            "Target [deploy_target]: Production [production]",
-            'Pre-flight checks [checks]: Unit tests [unit], End-to-end tests [e2e], Other "Manual smoke test"',
-        )
+        await terminal.wait_for(*ANSWERED_IN_THE_PANE)
 
 
 async def test_escape_in_pis_selector_cancels_the_questionnaire_as_the_person(

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, expect, sync_playwright
 
-from tests.e2e.test_browser_signin import ask, outcome
+from tests.helpers.agent_http import ask, outcome
 from tests.helpers.browser import CHROMIUM, CHROMIUM_ARGS
 from tests.helpers.oidc import Provider, signing_in
 from tests.helpers.processes import BrokerProcess, need
@@ -103,8 +103,8 @@ def test_the_tui_signs_in_with_a_device_code_keeps_its_refresh_token_0600_and_si
     assert stat.S_IMODE(kept.parent.stat().st_mode) == 0o700
     assert "refreshToken" in kept.read_text()
     sid = "alice:" + new_sid("tui")
-    qid = ask(process.url, sid, TARGET)
-    ask(process.url, "bob:" + new_sid("tui"), TARGET)  # bob's: never listed
+    qid = ask(process.url, sid, TARGET, sub="build-bot")
+    ask(process.url, "bob:" + new_sid("tui"), TARGET, sub="build-bot")  # bob's: never listed
     terminal.wait_for("inbox · 1 waiting", "❯ Target")
     terminal.keys("Enter")
     terminal.wait_for("❯ Staging")

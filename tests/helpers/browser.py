@@ -13,13 +13,13 @@ import base64
 from pathlib import Path
 from typing import Any
 
-from playwright.sync_api import Browser, BrowserContext, Page
+from playwright.sync_api import Browser, BrowserContext, Page, ViewportSize
 
 from tests.helpers.waiting import scaled_ms
 
 TIMEOUT_MS = scaled_ms(10_000)  # what a page may take to show what a test expects
 LAUNCH_TIMEOUT_MS = scaled_ms(30_000)
-DESKTOP = {"width": 1100, "height": 900}
+DESKTOP: ViewportSize = {"width": 1100, "height": 900}
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [

@@ -22,12 +22,13 @@ report.
 from __future__ import annotations
 
 import json
-import threading
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, ClassVar, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar
+
+from tests.helpers.threaded_http import ServedInAThread
 
 Message = dict[str, Any]
 
@@ -68,16 +69,15 @@ def halves(text: str) -> tuple[str, str]:
 
 
 @dataclass
-class _ScriptedServer:
+class _ScriptedServer(ServedInAThread):
     """What every scripted model shares: the HTTP server, the requests kept, the errors."""
 
     brain: Brain
     model_id: str = "scripted"
     requests: list[dict[str, Any]] = field(default_factory=list)
     errors: list[str] = field(default_factory=list)
-    _server: ThreadingHTTPServer | None = None
-    _thread: threading.Thread | None = None
 
+    THREAD_NAME: ClassVar[str] = "scripted-model"
     # The path the model's streamed replies are posted to (the API's).
     PATH: ClassVar[str] = ""
 
@@ -94,12 +94,7 @@ class _ScriptedServer:
         raise ValueError(f"not a model request: POST {path}")
 
     # --- the server -------------------------------------------------------------------
-    @property
-    def origin(self) -> str:
-        assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
-
-    def start(self) -> Self:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         model = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -136,24 +131,7 @@ class _ScriptedServer:
                 self.end_headers()
                 self.wfile.write(payload)
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="scripted-model", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        return Handler
 
 
 @dataclass

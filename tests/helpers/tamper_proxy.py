@@ -12,10 +12,11 @@ from __future__ import annotations
 
 import http.client
 import json
-import threading
 from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import Any, Self
+from http.server import BaseHTTPRequestHandler
+from typing import Any, ClassVar
+
+from tests.helpers.threaded_http import ServedInAThread
 
 # Not forwarded: they describe one hop, not the message (the body may change length).
 HOP_HEADERS = frozenset({"connection", "keep-alive", "transfer-encoding", "content-length", "host"})
@@ -28,16 +29,11 @@ def one_byte_off(state: str) -> str:
 
 
 @dataclass
-class TamperingProxy:
+class TamperingProxy(ServedInAThread):
     upstream_port: int
     altered: list[tuple[str, str]] = field(default_factory=list)
-    _server: ThreadingHTTPServer | None = None
-    _thread: threading.Thread | None = None
 
-    @property
-    def origin(self) -> str:
-        assert self._server is not None, "start() first"
-        return f"http://127.0.0.1:{self._server.server_address[1]}"
+    THREAD_NAME: ClassVar[str] = "tampering-proxy"
 
     def _alter(self, body: bytes) -> bytes:
         try:
@@ -52,7 +48,7 @@ class TamperingProxy:
         self.altered.append((state, params["requestState"]))
         return json.dumps(message).encode()
 
-    def start(self) -> Self:
+    def handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
 
         class Handler(BaseHTTPRequestHandler):
@@ -89,21 +85,4 @@ class TamperingProxy:
 
             do_GET = do_POST = do_DELETE = _forward
 
-        self._server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self._server.daemon_threads = True
-        self._thread = threading.Thread(target=self._server.serve_forever, name="tampering-proxy", daemon=True)
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        if self._server is not None:
-            self._server.shutdown()
-            self._server.server_close()
-        if self._thread is not None:
-            self._thread.join(5)
-
-    def __enter__(self) -> Self:
-        return self.start()
-
-    def __exit__(self, *exc_info: object) -> None:
-        self.stop()
+        return Handler

@@ -4,7 +4,8 @@
 and ``redis`` (two processes on one real redis-server; the agent talks to the first, clients
 connect to the second). Both are session-scoped: tests isolate themselves by session id.
 ``fast_deployment`` is the same with short timers and a small rate limit, for the tests
-that need them. ``sid``, a fresh session id, is tests/conftest.py's.
+that need them. ``live`` is a broker of the module's own (the clients' tests: the SDK,
+``qbroker ask``, ``qbroker mcp``). ``sid``, a fresh session id, is tests/conftest.py's.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from tests.helpers.processes import need, redis_server
+from tests.helpers.processes import BrokerProcess, broker, need, redis_server
 from tests.helpers.protocol import DEPLOYMENT_KINDS, Agent, BackgroundProbes, Deployment, start_deployment
 
 # client_wait / reconnect_grace / hello_timeout in seconds; rate_limit frames per second.
@@ -54,6 +55,14 @@ def deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
 def fast_deployment(request: pytest.FixtureRequest) -> Iterator[Deployment]:
     with start_deployment(request.param, _redis_url(request), **FAST_SETTINGS) as started:
         yield started
+
+
+@pytest.fixture(scope="module")
+def live() -> Iterator[BrokerProcess]:
+    """A broker of the module's own on the memory store; client_wait=1: a questionnaire
+    started with nobody connected is unavailable after 1 s."""
+    with broker(client_wait=1) as process:
+        yield process
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,18 +24,11 @@ from clients.agent.sdk import (
     UnknownQuestionnaire,
 )
 from tests.helpers.clients import ScriptedClient
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, token
 from tests.helpers.samples import new_sid
 
 DEPLOY: list[dict[str, Any]] = json.loads(Path(REPO_ROOT, "examples", "deploy.json").read_text())["questions"]
 QUICK = 20.0  # an upper bound for any single step of a test, never a sleep
-
-
-@pytest.fixture(scope="module")
-def live() -> Iterator[BrokerProcess]:
-    # client_wait=1: a questionnaire started with nobody connected is unavailable after 1 s.
-    with broker(client_wait=1) as process:
-        yield process
 
 
 @pytest.fixture

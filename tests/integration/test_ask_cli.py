@@ -7,7 +7,6 @@ import json
 import os
 import signal
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -15,17 +14,11 @@ from typing import Any
 import pytest
 
 from tests.helpers.clients import ScriptedClient
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, broker, token
+from tests.helpers.processes import REPO_ROOT, BrokerProcess, token
 from tests.helpers.samples import new_sid
 
 EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0
-
-
-@pytest.fixture(scope="module")
-def live() -> Iterator[BrokerProcess]:
-    with broker(client_wait=1) as process:
-        yield process
 
 
 @pytest.fixture

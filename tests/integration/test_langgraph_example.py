@@ -27,6 +27,10 @@ EXAMPLE_HEADING = "### LangGraph"
 QUESTIONS = [single("deploy_target", ("staging", "production"), allowOther=False), multi("checks", minSelections=1)]
 EXPLAINED = "The e2e suite runs against staging."
 
+# At the dependency floors too: docs/agents.md says the example runs on langgraph's and
+# langchain-core's oldest releases.
+pytestmark = pytest.mark.floors
+
 
 def example_code() -> str:
     """The first python block after the LangGraph heading in docs/agents.md."""

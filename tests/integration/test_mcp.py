@@ -30,12 +30,6 @@ EXAMPLES = Path(REPO_ROOT, "examples")
 QUICK = 20.0
 
 
-@pytest.fixture(scope="module")
-def live() -> Iterator[BrokerProcess]:
-    with broker(client_wait=1) as process:
-        yield process
-
-
 @pytest.fixture
 def sid() -> str:
     return new_sid("mcp")
@@ -131,6 +125,7 @@ async def test_the_one_tool_has_the_seed_schema_with_bounds_and_no_anyof(live: B
     assert list(validator.iter_errors({"action": "ask"}))
 
 
+@pytest.mark.floors  # at the dependency floors too: the MCP SDK's stdio server and client
 async def test_start_waits_for_the_person_and_returns_the_text_and_details(live: BrokerProcess, sid: str) -> None:
     deploy = json.loads((EXAMPLES / "deploy.json").read_text())
     reports: list[tuple[float, str | None]] = []
@@ -352,6 +347,7 @@ async def form_host(
 FORM_ARGUMENTS = {"action": "start", "questions": [single("target", ("staging", "production")), multi("checks")]}
 
 
+@pytest.mark.floors  # at the dependency floors too: the SDK's elicitation, through the stdio server
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_host_that_shows_forms_gets_the_questionnaire_in_its_form(
     live: BrokerProcess, sid: str, mode: str

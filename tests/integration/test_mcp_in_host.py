@@ -70,6 +70,7 @@ async def events(live: BrokerProcess, sid: str, qid: str) -> list[dict[str, Any]
     return found
 
 
+@pytest.mark.floors  # at the dependency floors too: the SDK's elicitation callback, both eras
 @pytest.mark.parametrize("mode", MODES)
 async def test_answered_in_the_form_stored_as_a_client_s_answers_by_the_token_s_holder(
     live: BrokerProcess, mode: str
@@ -90,6 +91,7 @@ async def test_answered_in_the_form_stored_as_a_client_s_answers_by_the_token_s_
     assert answered == [host, host]
 
 
+@pytest.mark.floors
 @pytest.mark.parametrize("mode", MODES)
 async def test_a_form_that_breaks_a_rule_is_asked_again_with_the_reason_and_nothing_of_it_stored(
     live: BrokerProcess, mode: str

@@ -17,6 +17,10 @@ from tests.helpers.processes import token
 from tests.helpers.protocol import Agent, Deployment
 from tests.helpers.samples import multi, single
 
+# At the dependency floors too: the websocket transport extends uvicorn's protocol class and reads
+# websockets' protocol state, on both stores.
+pytestmark = pytest.mark.floors
+
 
 @pytest.mark.parametrize("subprotocol", [JSON, MSGPACK])
 async def test_a_whole_questionnaire_over_each_subprotocol(

@@ -7,18 +7,16 @@ and each one the agent saw completed is in the session's record on the new maste
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
-import sys
 import time
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
 
+from tests.helpers.bots import assert_nothing_lost_or_altered, mixed_load_command, read_report
 from tests.helpers.processes import REPO_ROOT, TEST_SECRET, BrokerProcess, broker, token
 from tests.helpers.sentinel import MASTER_NAME, PASSWORD, SENTINEL_PASSWORD, SentinelGroup, sentinel_group
 from tests.helpers.waiting import wait_until
@@ -31,17 +29,6 @@ KILL_AFTER = 6.0  # seconds into the load
 # What the failover may cost along the way: connections cut, and writes refused while no
 # master (or no replica for WAIT 1) answers -- refused, so never acknowledged, and retried.
 FAILOVER_TOLERATED = ("close_", "connect_error", "closed_by_broker", "frame_store_unavailable", "http_503_")
-
-
-def _bots_command(urls: list[str]) -> list[str]:
-    return [
-        sys.executable, "-m", "qbroker.cli", "bots", "--json", "--seed", "26379",
-        "--url", ",".join(urls),
-        "--sessions", str(LOAD_SESSIONS), "--bots", "2", "--codec", "mixed",
-        "--questions", "5", "--options", "6", "--multi-share", "0.4", "--other-share", "0.2",
-        "--think-time", "5-40", "--clarify-rate", "0.2", "--cancel-rate", "0.1",
-        "--reconnect-churn", "0.05", "--duration", str(LOAD_SECONDS), "--timeout", "60", "--wait", "10",
-    ]  # fmt: skip
 
 
 def _broker(group: SentinelGroup) -> AbstractContextManager[BrokerProcess]:
@@ -84,7 +71,8 @@ def test_a_master_killed_under_load_fails_over_with_nothing_acknowledged_lost(tm
         env.update(QBROKER_SECRET=TEST_SECRET)
         began = time.monotonic()
         with out.open("w") as stdout, err.open("w") as stderr:
-            bots = subprocess.Popen(_bots_command(urls), stdout=stdout, stderr=stderr, env=env, cwd=REPO_ROOT)
+            command = mixed_load_command(urls, seed=26379, sessions=LOAD_SESSIONS, seconds=LOAD_SECONDS)
+            bots = subprocess.Popen(command, stdout=stdout, stderr=stderr, env=env, cwd=REPO_ROOT)
             try:
                 wait_until(lambda: bots.poll() is not None or time.monotonic() - began > KILL_AFTER, timeout=60)
                 assert bots.poll() is None, err.read_text()[-3000:]
@@ -106,8 +94,7 @@ def test_a_master_killed_under_load_fails_over_with_nothing_acknowledged_lost(tm
                 if bots.poll() is None:
                     bots.kill()
                     bots.wait(10)
-        report: dict[str, Any] = json.loads(out.read_text() or "{}")
-        assert report, f"no --json report; stderr:\n{err.read_text()[-3000:]}"
+        report = read_report(out, err)
         done = report["questionnaires"]
         summary = (
             f"{done} in {report['elapsed_s']}s, master {old_master} -> {new_master} promoted after "
@@ -116,13 +103,7 @@ def test_a_master_killed_under_load_fails_over_with_nothing_acknowledged_lost(tm
         )
         print(summary)
         assert new_master != old_master
-        # 0 wrong: every result the agent got is what the bots answered.
-        assert report["verify_errors"] == 0 and report["mismatch_samples"] == [], summary
-        # 0 lost: every questionnaire ended (none given up on, none "unavailable").
-        assert done["unavailable"] == 0 and done["done"] == done["completed"] + done["cancelled"] > 0, summary
-        assert done["verified"] == done["done"], summary  # (cancellations are verified too)
-        untolerated = {code: n for code, n in report["errors"].items() if not code.startswith(FAILOVER_TOLERATED)}
-        assert untolerated == {}, summary
+        assert_nothing_lost_or_altered(report, FAILOVER_TOLERATED, summary)
         # Every outcome acknowledged to the agent is in the record the new master keeps.
         with group.client() as master:
             sessions = sorted(

@@ -43,6 +43,9 @@ from tests.helpers.processes import RedisServer, redis_server
 from tests.helpers.samples import new_sid as new_session
 from tests.helpers.waiting import eventually
 
+# At the dependency floors too: redis-py's and hiredis's oldest releases on a real redis-server.
+pytestmark = pytest.mark.floors
+
 NOW = 1_700_000_000.0
 DEADLINE = 5.0  # seconds any awaited event may take
 

@@ -314,6 +314,7 @@ def test_both_brokers_give_the_configured_key(redis_push: tuple[list[BrokerProce
     assert not os.path.exists(os.path.join(processes[0].data_dir, "vapid-private-key"))
 
 
+@pytest.mark.floors  # at the dependency floors too: pywebpush's encryption and py-vapid's signature
 def test_a_waiting_questionnaire_is_pushed_once_to_each_device_encrypted_for_it(
     redis_push: tuple[list[BrokerProcess], PushService, str],
 ) -> None:

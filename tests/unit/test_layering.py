@@ -11,7 +11,7 @@ module lands in its folder's layer and is held to its rules without a list to up
   ``notify`` do not import ``service`` either.
 - The plumbing (``runtime``, ``tokens`` but its command), the websocket transport and the
   speed-ups import no edge: the server hands the transport its handshake.
-- No import cycle anywhere in ``broker/``.
+- No import cycle anywhere in ``broker/``, nor in ``clients/``.
 - ``broker/core/`` has its own, stricter rule: tests/unit/test_core_is_pure.py.
 """
 
@@ -68,10 +68,10 @@ def layer_of(path: Path) -> str:
     raise AssertionError(f"{relative} is in no layer: add its folder to LAYERS and docs/architecture.md")
 
 
-def module_path(name: str) -> Path | None:
-    """The file a dotted name imports (its module, or its package's __init__), None outside broker/."""
+def module_path(name: str, package: str = "broker") -> Path | None:
+    """The file a dotted name imports (its module, or its package's __init__), None outside ``package``."""
     parts = name.split(".")
-    while parts and parts[0] == "broker":
+    while parts and parts[0] == package:
         base = ROOT.joinpath(*parts)
         for candidate in (base.with_suffix(".py"), base / "__init__.py"):
             if candidate.is_file():
@@ -122,12 +122,12 @@ def test_clients_import_only_the_wire_and_tokens_of_the_broker(path: Path) -> No
     assert wrong == []
 
 
-def imported_files(path: Path) -> dict[Path, str]:
-    """The files of broker/ that ``path`` imports, each with a line that does. Its own
+def imported_files(path: Path, package: str = "broker") -> dict[Path, str]:
+    """The files of ``package`` that ``path`` imports, each with a line that does. Its own
     packages' __init__ files are left out: Python imports them before ``path`` anyway."""
     found: dict[Path, str] = {}
     for line, name in imported_modules(path):
-        target = module_path(name)
+        target = module_path(name, package)
         if target is None or target == path:
             continue
         if target.name == "__init__.py" and path.is_relative_to(target.parent):
@@ -167,11 +167,14 @@ def find_cycles(graph: dict[str, set[str]]) -> list[str]:
     return cycles
 
 
-def test_there_is_no_import_cycle_in_the_broker() -> None:
+# Imports under TYPE_CHECKING count: a cycle of names only is still two modules that each
+# need the other to be read.
+@pytest.mark.parametrize("package", ["broker", "clients"])
+def test_there_is_no_import_cycle(package: str) -> None:
     def name(path: Path) -> str:
         return path.relative_to(ROOT).as_posix()
 
-    graph = {name(path): {name(target) for target in imported_files(path)} for path in sources("broker")}
+    graph = {name(path): {name(target) for target in imported_files(path, package)} for path in sources(package)}
     assert find_cycles(graph) == []
 
 

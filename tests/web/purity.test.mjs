@@ -8,7 +8,7 @@ import { test } from "node:test";
 
 const PURE = [
   "state.mjs", "answer.mjs", "messages.mjs", "reconnect.mjs", "link.mjs", "text.mjs", "secret-shapes.mjs", "secret-guard.mjs",
-  "inbox.mjs", "push.mjs", "who.mjs", "refusals.mjs", "signin.mjs",
+  "inbox.mjs", "push.mjs", "who.mjs", "refusals.mjs", "signin.mjs", "out.mjs",
 ];
 const WEB = new URL("../../clients/web/", import.meta.url);
 const FORBIDDEN = [
