@@ -239,10 +239,11 @@ class Broker:
         self.metrics.started.inc()
         if self.notifier is not None:
             self.notifier.started(state)  # (queued: never waits)
-        log.info(
-            "questionnaire started",
-            extra={"session": state.session_id, "questionnaire": state.id, "questions": len(state.questions)},
-        )
+        if log.isEnabledFor(logging.INFO):  # (the fields gathered only for a line written)
+            log.info(
+                "questionnaire started",
+                extra={"session": state.session_id, "questionnaire": state.id, "questions": len(state.questions)},
+            )
 
     async def resume(
         self, session_id: str, resume: ResumeInput, wait: float, *, sub: str | None = None
