@@ -408,40 +408,43 @@ class Broker:
         return len(hub.clients) + hub.joining if hub else 0  # joining: a burst of hellos counts too
 
     async def command(self, connection: Connection, frame: frames.CommandFrame) -> None:
-        """Run a client command; on refusal send an ``error`` (and a fresh view if stale)."""
-        hub = self.fanout.hub(connection.session_id)
+        """Run a client command; on refusal send an ``error`` (and a fresh view if stale).
+        (One coroutine, timed as a whole: it runs for every answer.)"""
         began = time.perf_counter()
         try:
-            await self._command(hub, connection, frame)
+            session_id = connection.session_id
+            hub = self.fanout.hub(session_id)
+            command = frame.command
+            try:
+                if hub.shown_id != command.questionnaire_id:
+                    await self.fanout.refresh(hub)  # our view may be behind another process's
+                known = hub.shown
+                if known is None or known.id != command.questionnaire_id:
+                    raise BrokerError(
+                        "stale_step",
+                        f"questionnaire {command.questionnaire_id} is not the one being shown",
+                    )
+                new, written = await self.writer.write(
+                    session_id,
+                    command.questionnaire_id,
+                    command,
+                    known=known,
+                    shown_by_writer=True,
+                    by=connection.actor,
+                )
+            except BrokerError as exc:
+                self.metrics.errors.labels(exc.code).inc()
+                connection.deliver(Encoded(frames.error(exc.code, exc.message, frame.ref)))
+                if exc.code == "stale_step":
+                    await self.fanout.refresh(hub)
+                    connection.deliver(Encoded(frames.view(hub.shown)))
+                log.debug(
+                    "client command refused",
+                    extra={"session": session_id, "client": connection.client_id, "code": exc.code},
+                )
+                return
+            await self.fanout.follow_write(hub, new, written)
+            if hub.watchers:
+                self.inbox.observe(new, written.seq)
         finally:
             self.metrics.frame_timer[frames.frame_type(frame)].observe(time.perf_counter() - began)
-
-    async def _command(self, hub: SessionHub, connection: Connection, frame: frames.CommandFrame) -> None:
-        session_id = connection.session_id
-        command = frame.command
-        try:
-            if hub.shown_id != command.questionnaire_id:
-                await self.fanout.refresh(hub)  # our view may be behind another process's
-            known = hub.shown
-            if known is None or known.id != command.questionnaire_id:
-                raise BrokerError(
-                    "stale_step",
-                    f"questionnaire {command.questionnaire_id} is not the one being shown",
-                )
-            new, written = await self.writer.write(
-                session_id, command.questionnaire_id, command, known=known, shown_by_writer=True, by=connection.actor
-            )
-        except BrokerError as exc:
-            self.metrics.errors.labels(exc.code).inc()
-            connection.deliver(Encoded(frames.error(exc.code, exc.message, frame.ref)))
-            if exc.code == "stale_step":
-                await self.fanout.refresh(hub)
-                connection.deliver(Encoded(frames.view(hub.shown)))
-            log.debug(
-                "client command refused",
-                extra={"session": session_id, "client": connection.client_id, "code": exc.code},
-            )
-            return
-        await self.fanout.follow_write(hub, new, written)
-        if hub.watchers:
-            self.inbox.observe(new, written.seq)
