@@ -167,6 +167,19 @@ the agent's broker, 1.12 M in the clients') for the code of 2026-12-03, on VM 2 
 on VM 3 (1,058,661 and 1,825,712 there, within 0.4%). The Python build counts as well:
 13-16% more CPU without profile-guided optimization ("Which Python").
 
+On 2026-12-06 (an AMD EPYC VM shared with other work) the broker's own Python side was cut
+from 1,322,819 to ~1,097,000 instructions per questionnaire on the memory store (-17%), and
+on Redis from 2,391,822 (942,507 in the agent's broker, 1,449,316 in the clients') to
+2,113,699 (771,558 and 1,342,141; -12%), the store's own commands and scripts unchanged.
+Most of it: a start's body and a client's answer frame are decoded by msgspec straight into
+their typed values, their shape checked in C as they decode (`core/plain_start.py`,
+`core/plain_answer.py`; any other body or frame takes the general path, which words every
+refusal); a Host header already judged is not parsed again; a client's own write is shown
+without a coroutine. The count includes what the broker does on its clock (the revocations'
+refresh twice a second, the reconciliation), so a run that a loaded machine slows down
+counts a little more: the same code counted 1,178,006 and 1,220,552 at load averages of 9
+and 10 with tests running beside it.
+
 **Memory and throughput.** An idle client cost the broker 11.6-11.7 KiB on the memory store
 and 11.1-11.3 KiB on Redis in every full run on VMs 3, 5 and 7, less than the bare
 websockets server's ~15 KiB. Throughput has no target: the bots share the machine's two

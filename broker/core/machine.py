@@ -74,7 +74,15 @@ class Answer(msgspec.Struct, frozen=True):
     selection: Selection
 
     def to_wire(self) -> dict[str, Any]:
-        return {"questionId": self.question_id, **self.selection.to_wire()}
+        # (Selection.to_wire's keys, spelled here: every stored record has one per answer)
+        selection = self.selection
+        wire: dict[str, Any] = {
+            "questionId": self.question_id,
+            "selectedOptionIds": list(selection.selected_option_ids),
+        }
+        if selection.other is not None:
+            wire["other"] = selection.other
+        return wire
 
     @classmethod
     def from_wire(cls, wire: dict[str, Any]) -> Answer:
@@ -155,16 +163,16 @@ class Questionnaire(msgspec.Struct, frozen=True):
         return {
             "id": self.id,
             "sessionId": self.session_id,
-            "questions": [q.to_wire() for q in self.questions],
+            "questions": list(map(Question.to_wire, self.questions)),
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
             "status": self.status,
             "revision": self.revision,
             "step": self.step,
             "version": self.version,
-            "answers": [a.to_wire() for a in self.answers],
+            "answers": list(map(Answer.to_wire, self.answers)),
             "draft": self.draft.to_wire() if self.draft is not None else None,
-            "clarifications": [c.to_wire() for c in self.clarifications],
+            "clarifications": list(map(Clarification.to_wire, self.clarifications)),
             "cancellationReason": self.cancellation_reason,
             "askedBy": self.asked_by,
             "clientWait": self.client_wait,

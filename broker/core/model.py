@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping
-from typing import Any, Final, Generic, Literal, TypeVar
+from typing import Annotated, Any, Final, Generic, Literal, TypeVar
 
 import msgspec
+from msgspec import Meta
 
 from broker.core.errors import invalid
 
@@ -63,10 +64,12 @@ class _derived(Generic[_Value]):  # noqa: N801 - used as a decorator, like cache
         return value
 
 
-class Option(msgspec.Struct, frozen=True):
-    id: str
-    label: str
-    description: str | None = None
+class Option(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+    # The bounds (and the unknown keys refused) hold where a start's body is decoded straight
+    # into options (core/plain_start.py); making an Option checks nothing.
+    id: Annotated[str, Meta(min_length=1, max_length=MAX_ID)]
+    label: Annotated[str, Meta(min_length=1, max_length=MAX_LABEL)]
+    description: Annotated[str, Meta(min_length=1, max_length=MAX_DESCRIPTION)] | None = None
 
     def to_wire(self) -> dict[str, Any]:
         wire: dict[str, Any] = {"id": self.id, "label": self.label}

@@ -17,6 +17,7 @@ from starlette.types import Receive, Scope, Send
 
 from broker.core.errors import BrokerError, invalid
 from broker.core.model import ResumeInput, StartInput, parse_tool_input
+from broker.core.plain_start import plain_start
 from broker.core.wire import SESSION_ID_RULE
 from broker.http.kit import ClientGone, bearer_token, is_number, only, parse_query, read_body
 from broker.http.kit import error_body as _error_body
@@ -220,6 +221,9 @@ def _tool_input(body: bytes) -> StartInput | ResumeInput:
     # mark, which the RFC lets a parser ignore, is ignored as the stdlib parser did.
     if body.startswith(_UTF8_BOM):
         body = body[len(_UTF8_BOM) :]
+    plain = plain_start(body)  # the usual start, in one pass; anything else is read below
+    if plain is not None:
+        return plain
     try:
         value = orjson.loads(body)
     except orjson.JSONDecodeError:  # also: invalid UTF-8, lone surrogates, NaN, nesting over 1024

@@ -26,12 +26,16 @@ from urllib.parse import urlsplit
 from broker.runtime.config import Config
 
 _LOOPBACK_NAMES: Final = frozenset({"localhost"})
+# Host headers already judged, with the answer: a deployment's clients send the same one or
+# two on every request, and parsing an address costs more than the request's routing.
+# Bounded (the header is the caller's to choose): emptied when full.
+_JUDGED_KEPT: Final = 256
 
 
 class AllowedHosts:
     """The hosts one broker answers for (made once from its configuration)."""
 
-    __slots__ = ("_any", "_names", "_suffixes")
+    __slots__ = ("_any", "_judged", "_names", "_suffixes")
 
     def __init__(self, config: Config) -> None:
         names = set(_LOOPBACK_NAMES)
@@ -41,11 +45,21 @@ class AllowedHosts:
         self._suffixes = tuple(h[1:] for h in config.allowed_hosts if h.startswith("*."))
         names.update(h for h in config.allowed_hosts if not h.startswith("*"))
         self._names = frozenset(names)
+        self._judged: dict[str | None, bool] = {}
 
     def allows(self, host_header: str | None) -> bool:
         """Whether to answer a request whose ``Host`` header is ``host_header``."""
         if self._any:
             return True
+        judged = self._judged.get(host_header)
+        if judged is None:
+            judged = self._judge(host_header)
+            if len(self._judged) >= _JUDGED_KEPT:
+                self._judged.clear()
+            self._judged[host_header] = judged
+        return judged
+
+    def _judge(self, host_header: str | None) -> bool:
         host = hostname(host_header)
         if host is None:
             return False

@@ -120,15 +120,14 @@ class Fanout:
         shown so far goes, its clients get ``closed`` first, with its final state: ``ended``
         if that is it, else read from the store."""
         previous, shown = hub.shown, head.state
-        if hub.clients and not _same_view(previous, shown):
-            closing: list[dict[str, Any]] = []
-            if previous is not None and (shown is None or shown.id != previous.id):
-                if ended is None or ended.id != previous.id:
-                    ended = await self.store.load(hub.session_id, previous.id)
-                if ended is not None and ended.is_terminal:
-                    closing.append(frames.closed(ended))  # sent with the next view, in one write
-            hub.broadcast(*closing, frames.view(shown))
-        hub.shown, hub.seq = shown, head.seq
+        if (
+            hub.clients
+            and previous is not None
+            and (shown is None or shown.id != previous.id)
+            and (ended is None or ended.id != previous.id)
+        ):
+            ended = await self.store.load(hub.session_id, previous.id)
+        _show_known(hub, head, ended)
 
     async def follow_write(self, hub: SessionHub, new: Questionnaire, written: Written) -> None:
         """Show local clients a write this process made on a client's command.
@@ -145,10 +144,10 @@ class Fanout:
             if written.seq and previous is not None and previous.id == new.id:
                 # The shown questionnaire was the head and stays it while open.
                 if not new.is_terminal:
-                    await self._show(hub, Head(new, written.seq))
+                    _show_known(hub, Head(new, written.seq), None)
                     return
                 if written.head is not None:
-                    await self._show(hub, written.head, ended=new)
+                    _show_known(hub, written.head, new)
                     return
             await self._show(hub, await self.store.head(hub.session_id), ended=new)
 
@@ -260,6 +259,19 @@ def _following(previous: Questionnaire | None, notice: Notice) -> tuple[Head, Qu
         state = _carried(notice)
         return None if state is None else (Head(state, notice.seq), None)
     return Head(previous, notice.seq), None  # behind the head: the head stays
+
+
+def _show_known(hub: SessionHub, head: Head, ended: Questionnaire | None) -> None:
+    """``Fanout._show`` once the state that ended is known (``ended``, when it is the one
+    shown so far): no read, so no coroutine on the path of every answer."""
+    previous, shown = hub.shown, head.state
+    if hub.clients and not _same_view(previous, shown):
+        closing: list[dict[str, Any]] = []
+        moved_on = previous is not None and (shown is None or shown.id != previous.id)
+        if moved_on and ended is not None and previous is not None and ended.id == previous.id and ended.is_terminal:
+            closing.append(frames.closed(ended))  # sent with the next view, in one write
+        hub.broadcast(*closing, frames.view(shown))
+    hub.shown, hub.seq = shown, head.seq
 
 
 def _same_view(before: Questionnaire | None, after: Questionnaire | None) -> bool:

@@ -21,6 +21,7 @@ from broker.core.actors import Actor
 from broker.core.frames import Codec
 from broker.core.machine import Questionnaire
 from broker.core.status import CloseCode, CloseReason
+from broker.service.hub_lock import HubLock
 
 log = logging.getLogger("qbroker.service")
 
@@ -137,7 +138,7 @@ class SessionHub:
     subscribed: set[str] = field(default_factory=set)
     confirmed: set[str] = field(default_factory=set)
     idle_since: float | None = None  # monotonic time it lost its last client/waiter
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
+    lock: HubLock = field(default_factory=HubLock)
     wake: Wake = field(default_factory=Wake)
 
     @property

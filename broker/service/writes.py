@@ -95,17 +95,19 @@ class Writer:
                     hub.heard = max(hub.heard, written.seq)  # as its notice would (it may not come)
                 if new.is_outcome:
                     self.metrics.outcomes.labels(new.status, new.cancellation_reason or "").inc()
-                    # One line per outcome, whoever caused it (ids and codes, never texts).
-                    log.info(
-                        "questionnaire outcome",
-                        extra={
-                            "session": session_id,
-                            "questionnaire": new.id,
-                            "status": new.status,
-                            "reason": new.cancellation_reason or "",
-                            "revision": new.revision,
-                        },
-                    )
+                    # One line per outcome, whoever caused it (ids and codes, never texts);
+                    # its fields are gathered only when the line is written.
+                    if log.isEnabledFor(logging.INFO):
+                        log.info(
+                            "questionnaire outcome",
+                            extra={
+                                "session": session_id,
+                                "questionnaire": new.id,
+                                "status": new.status,
+                                "reason": new.cancellation_reason or "",
+                                "revision": new.revision,
+                            },
+                        )
                     if hub is not None:
                         hub.poke(new)
                 return new, written

@@ -13,6 +13,7 @@ import contextlib
 from broker.core import frames
 from broker.core.errors import BrokerError
 from broker.core.frames import Codec
+from broker.core.plain_answer import plain_answer
 from broker.core.status import CloseCode, CloseReason
 from broker.service import Broker, Encoded
 from broker.ws.connection import WebsocketConnection
@@ -49,6 +50,12 @@ class ClientConnection(WebsocketConnection):
 
     async def _frame(self, payload: str | bytes) -> None:
         broker = self.broker
+        # The usual answer in one pass (core/plain_answer.py); any other frame is read here.
+        plain = plain_answer(payload) if type(payload) is str and self.codec == "json" else None
+        if plain is not None:
+            broker.metrics.frame_count["answer"].inc()
+            await broker.command(self, plain)
+            return
         try:
             frame = frames.parse_client_frame(frames.decode(payload, self.codec))
         except BrokerError as exc:

@@ -70,3 +70,13 @@ def test_refused(header: str | None) -> None:
 
 def test_a_star_answers_for_any_host() -> None:
     assert AllowedHosts(Config(allowed_hosts=("*",))).allows("evil.example")
+
+
+def test_a_header_judged_before_gets_the_same_answer_however_many_came_between() -> None:
+    hosts = AllowedHosts(Config(public_url="https://qbroker.example.test"))
+    assert hosts.allows("127.0.0.1:8700") and not hosts.allows("evil.example")
+    for n in range(600):  # past the table's bound: it is emptied, the answers stay right
+        assert hosts.allows(f"10.0.{n // 256}.{n % 256}")
+        assert not hosts.allows(f"evil{n}.example")
+    assert hosts.allows("127.0.0.1:8700") and not hosts.allows("evil.example")
+    assert hosts.allows("127.0.0.1:8700") and not hosts.allows(None)
