@@ -553,8 +553,11 @@ API_STATUSES: Counter[str] = Counter()
 def api_broker() -> Iterator[BrokerProcess]:
     # client_wait=0: a start nobody is there to answer ends at once (unavailable), so no
     # generated call holds on for its whole ``wait``; max_client_wait=0 keeps a generated
-    # ?clientWait= from asking for longer (any wait above 0 is a 400, as documented).
-    with broker(client_wait=0, max_client_wait=0, log_level="warning") as process:
+    # ?clientWait= from asking for longer (any wait above 0 is a 400, as documented). No
+    # read limit in reach: the inbox's and the record's generated calls reach their handlers.
+    with broker(
+        client_wait=0, max_client_wait=0, reads_per_minute=1_000_000, reads_burst=1_000_000, log_level="warning"
+    ) as process:
         yield process
 
 

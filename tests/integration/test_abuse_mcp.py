@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import uuid
 from collections import Counter
 from collections.abc import Iterator
@@ -210,9 +211,9 @@ def _jsonrpc_answers(response: httpx.Response) -> list[Any]:
         body = response.json()
         return body if isinstance(body, list) else [body]
     assert kind.startswith("text/event-stream"), (kind, response.text[:300])
-    return [
-        json.loads(line[5:]) for line in response.text.splitlines() if line.startswith("data:") and line[5:].strip()
-    ]
+    # (SSE lines end at CR, LF or CRLF only: str.splitlines would also cut at a U+2028 in a prompt)
+    lines = re.split(r"\r\n|\r|\n", response.text)
+    return [json.loads(line[5:]) for line in lines if line.startswith("data:") and line[5:].strip()]
 
 
 @pytest.mark.heavy
