@@ -406,7 +406,7 @@ def table(results: dict[str, Any]) -> list[list[str]]:
         [
             f"GET /v1/inbox?limit=100 with * ({results['seeded']['sessions']} sessions), p50 of 5",
             f"{get['every_session']['p50']:.0f} ms",
-            "(an operator's token: every session read for each page)",
+            "(an operator's token: a page reads its 101 sessions through the index)",
             "-",
             "",
         ],

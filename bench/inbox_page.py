@@ -39,10 +39,10 @@ def render(rows: list[list[str]]) -> str:
 MEANING = """\
 What the numbers mean: a `GET` costs two round trips to Redis (the tenant's index shard,
 then one script per session, all pipelined) and the sorting of its items, so it grows with
-the sessions a pattern covers, not with the 5,000 sessions beside them; an operator's `*`
-reads every session for every page. An answer reaches the inbox sockets on another broker
-through the notice that also brings it to the session's own clients there, and the inbox
-hears each notice first: the two arrive together.
+the sessions a page shows, not with the 5,000 sessions beside them; an operator's `*` walks
+the 32 index shards from its cursor and reads the page's sessions and one more. An answer
+reaches the inbox sockets on another broker through the notice that also brings it to the
+session's own clients there, and the inbox hears each notice first: the two arrive together.
 """
 
 

@@ -11,12 +11,19 @@ clarification is asked or answered (its ``step`` or ``status`` changes). A draft
 toggled, Other typed) leaves it as it is: ``updatedAt`` is when the questionnaire last
 moved, and nobody watching an inbox is sent a frame per toggle.
 
-Order: waiting for the person (``in_progress``) first, then waiting for the agent
-(``needs_clarification``); within each, oldest first (``createdAt``), then by session and
-questionnaire id, so that the order is total and pages never overlap. A cursor is the sort
-key of the last item of a page, opaque to clients; a page starts after it whatever changed
-meanwhile (an item that moved behind the cursor is on a later page, one that moved before
-it is not shown again: the websocket is the live view).
+Two orders, each total:
+
+- the list (the inbox socket's ``inbox`` frame, what a person is shown): waiting for the
+  person (``in_progress``) first, then waiting for the agent (``needs_clarification``);
+  within each, oldest first (``createdAt``), then by session and questionnaire id;
+- pages (``GET /v1/inbox``): by session id, then as the list within the session. The stores
+  keep the sessions with something open in id order (an index), so a page reads the
+  sessions it shows and a few more, never every session its scope covers
+  (broker/service/inbox_pages.py).
+
+A cursor is the page key of the last item of a page, opaque to clients; a page starts
+after it whatever changed meanwhile (an item that moved behind the cursor is on a later
+page, one that moved before it is not shown again: the websocket is the live view).
 """
 
 from __future__ import annotations
@@ -34,9 +41,13 @@ from broker.core.machine import Questionnaire
 DEFAULT_LIMIT: Final = 100
 MAX_LIMIT: Final = 500
 _RANK: Final = {"in_progress": 0, "needs_clarification": 1}  # waiting for the person first
-_CURSOR_VERSION: Final = 1
+# A rank above every item's: a page key with it stands after every item of its session.
+AFTER_SESSION: Final = 3
+# 2: page keys lead with the session id (1 was the list's order, whose pages read every session).
+_CURSOR_VERSION: Final = 2
 
-SortKey = tuple[int, float, str, str]
+SortKey = tuple[int, float, str, str]  # the list's order
+PageKey = tuple[str, int, float, str]  # the pages' order: session, rank, createdAt, questionnaire
 
 
 class Entry(msgspec.Struct, frozen=True, array_like=True):
@@ -77,6 +88,10 @@ class Entry(msgspec.Struct, frozen=True, array_like=True):
     @property
     def sort_key(self) -> SortKey:
         return (_RANK.get(self.status, 2), self.created_at, self.session_id, self.questionnaire_id)
+
+    @property
+    def page_key(self) -> PageKey:
+        return (self.session_id, _RANK.get(self.status, 2), self.created_at, self.questionnaire_id)
 
 
 def entry_of(state: Questionnaire) -> Entry | None:
@@ -137,14 +152,19 @@ Row = tuple[Entry, int]  # an entry and its session's connected clients
 
 
 def ordered(rows: Iterable[Row]) -> list[Row]:
+    """In the list's order."""
     return sorted(rows, key=lambda row: row[0].sort_key)
 
 
-def page(rows: Iterable[Row], after: SortKey | None, limit: int) -> tuple[list[Row], SortKey | None]:
-    """The ``limit`` rows after ``after`` in order, and the key to go on from (None: no more)."""
-    rest = [row for row in ordered(rows) if after is None or row[0].sort_key > after]
-    shown = rest[:limit]
-    return shown, (shown[-1][0].sort_key if len(rest) > limit else None)
+def paged(rows: Iterable[Row], after: PageKey | None) -> list[Row]:
+    """In the pages' order, those after ``after`` only."""
+    rest = sorted(rows, key=lambda row: row[0].page_key)
+    return rest if after is None else [row for row in rest if row[0].page_key > after]
+
+
+def after_session(session_id: str) -> PageKey:
+    """The page key after every item of ``session_id`` (and before the next session's)."""
+    return (session_id, AFTER_SESSION, 0.0, "")
 
 
 def parse_limit(text: str) -> int:
@@ -153,28 +173,28 @@ def parse_limit(text: str) -> int:
     return int(text)
 
 
-def cursor(key: SortKey) -> str:
+def cursor(key: PageKey) -> str:
     """An opaque cursor for ``key``: URL-safe base64 of msgpack, no padding."""
     packed = _encode([_CURSOR_VERSION, *key])
     return base64.urlsafe_b64encode(packed).decode().rstrip("=")
 
 
-def parse_cursor(text: str) -> SortKey:
+def parse_cursor(text: str) -> PageKey:
     """The key of a cursor this module made, or ``invalid_arguments``."""
     try:
         packed = base64.urlsafe_b64decode(text + "=" * (-len(text) % 4))
-        version, rank, created_at, session_id, questionnaire_id = msgspec.msgpack.decode(packed)
+        version, session_id, rank, created_at, questionnaire_id = msgspec.msgpack.decode(packed)
     except (binascii.Error, ValueError, TypeError):
         raise _bad_cursor() from None
     if (
         version != _CURSOR_VERSION
+        or type(session_id) is not str
         or type(rank) is not int
         or type(created_at) not in (int, float)
-        or type(session_id) is not str
         or type(questionnaire_id) is not str
     ):
         raise _bad_cursor()
-    return (rank, float(created_at), session_id, questionnaire_id)
+    return (session_id, rank, float(created_at), questionnaire_id)
 
 
 def invalid_request(message: str) -> BrokerError:

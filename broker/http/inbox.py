@@ -5,8 +5,9 @@ A person's clients call it (the browser page, the terminal client) with the clie
 they would use on the websocket, as ``Authorization: Bearer``; any scope will do: a pattern
 (``alice:*``), ``*``, or one session. Errors are the agent API's shape,
 ``{"error": {"code", "message"}}``, with messages that start with ``inbox:``. The answer is
-read from the store on every call (``broker.service.inbox.read_inbox``): nothing is cached,
-so two brokers answer alike.
+read from the store on every call (``broker.service.inbox_pages.read_page``: the sessions
+it shows and a few more, through the store's index): nothing is cached, so two brokers
+answer alike and go on from each other's cursors.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from broker.core import inbox
 from broker.core.errors import BrokerError
 from broker.http.kit import RateLimited, bearer_token, error_body, header, respond, take_read
 from broker.service import Broker
-from broker.service.inbox import read_inbox
+from broker.service.inbox_pages import read_page
 from broker.store.base import StoreUnavailable
 from broker.tokens.claims import Claims
 
@@ -41,8 +42,8 @@ class InboxAPI:
     def __init__(self, broker: Broker) -> None:
         self.broker = broker
         self.limits = broker.read_limits  # per token, shared with the record's
-        # Pages read at once by this process: each reads every covered session, so a flood
-        # of them would hold the store and the event loop; more wait their turn.
+        # Pages read at once by this process: each reads up to a few hundred sessions, so a
+        # flood of them would hold the store and the event loop; more wait their turn.
         self._reading = asyncio.Semaphore(PAGES_AT_ONCE)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -78,8 +79,7 @@ class InboxAPI:
         limit = inbox.parse_limit(query["limit"]) if "limit" in query else inbox.DEFAULT_LIMIT
         after = inbox.parse_cursor(query["cursor"]) if "cursor" in query else None
         async with self._reading:
-            rows = await read_inbox(broker.store, claims.sid, broker.clock())
-        shown, last = inbox.page(rows, after, limit)
+            shown, last = await read_page(broker.store, claims.sid, after, limit, broker.clock())
         return {
             "items": [entry.item(clients) for entry, clients in shown],
             "next": None if last is None else inbox.cursor(last),

@@ -4,7 +4,8 @@
     waits.py    AgentWaits: an agent call's wait for an outcome; closing what nobody can answer
     loops.py    Background: the reconciliation tick and the clients' heartbeats
     inbox.py    InboxFeed: the inbox sockets of this process and the sessions they cover, kept
-                in step with the store; read_inbox (GET /v1/inbox)
+                in step with the store
+    inbox_pages.py  read_page: a page of GET /v1/inbox, through the store's index of sessions
     fanout.py   Fanout: this process's session hubs, kept in step with the store (and so with
                 the other processes)
     writes.py   Writer: load, transition, compare-and-set, re-run on a lost race

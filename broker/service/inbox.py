@@ -1,5 +1,5 @@
-"""The inbox: what is open in the sessions a token covers, listed (``read_inbox``) and kept
-live for this process's inbox sockets (``InboxFeed``).
+"""The inbox: what is open in the sessions a token covers, kept live for this process's
+inbox sockets (``InboxFeed``; its pages are inbox_pages.py's).
 
 Each inbox socket (a ``Watcher``, broker/ws/inbox.py) covers the sessions of its token's
 scope: a prefix (``alice:`` of ``alice:*``, "" of ``*``) or one session. The feed follows
@@ -51,21 +51,6 @@ FOLLOW_LINGER: Final = 30.0
 # Questionnaires of a session that ended, remembered so that a late notice of one (the
 # create's, through the watch) does not bring it back.
 _ENDED_KEPT: Final = 64
-# Sessions whose entries one inbox read asks the store for at once (on Redis, one script
-# each, in flight together): a scope covering thousands is read in rounds of this many.
-READ_AT_ONCE: Final = 256
-
-
-async def read_inbox(store: Store, scope: str, now: float) -> list[Row]:
-    """Every open questionnaire of the sessions ``scope`` covers, with their sessions'
-    connected clients (in no order: ``inbox.page`` orders them)."""
-    prefix = scope_prefix(scope)
-    session_ids = [scope] if prefix is None else await store.open_sessions(prefix)
-    rows: list[Row] = []
-    for start in range(0, len(session_ids), READ_AT_ONCE):  # (a bounded number of reads in flight)
-        found = await store.session_inboxes(session_ids[start : start + READ_AT_ONCE], now)
-        rows += [(entry, one.clients) for one in found for entry in one.entries]
-    return rows
 
 
 class Watcher(Protocol):

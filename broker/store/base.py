@@ -359,6 +359,13 @@ class Store(abc.ABC):
         open questionnaires (and perhaps a few whose last one has just ended), in no order."""
 
     @abc.abstractmethod
+    async def inbox_sessions(self, prefix: str, start: str, count: int) -> list[str]:
+        """The first ``count`` of ``open_sessions(prefix)`` whose id is ``start`` or after it,
+        in id order (the order of their UTF-8 bytes): the inbox's pages walk them so, and
+        read only the sessions they show (perhaps with a few whose last questionnaire has
+        just ended)."""
+
+    @abc.abstractmethod
     async def session_inboxes(self, session_ids: list[str], now: float) -> list[SessionInbox]:
         """Each session's entries, connected clients and write number, in the order asked
         (a session with nothing open has no entries), in one round trip where the store can."""

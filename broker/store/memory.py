@@ -13,6 +13,7 @@ thousands of retained states made up most of the collector's passes.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import logging
 import time
 from collections import Counter, defaultdict
@@ -108,6 +109,9 @@ class MemoryStore(Store):
         # Where the revocations are kept across restarts (None: in this process only).
         self._revocations_file = revocations_file
         self._sessions: defaultdict[str, _Session] = defaultdict(_Session)
+        # The inbox's index: ids of sessions given a questionnaire, in id order; those with
+        # nothing open left are taken out by the reader that finds them so.
+        self._indexed: list[str] = []
         self._subscribed: set[str] = set()  # every write's notices
         self._subscribed_to_outcomes: set[str] = set()  # only outcomes' notices
         self._watched: Counter[str] = Counter()  # prefixes whose creates and presence are told
@@ -139,6 +143,8 @@ class MemoryStore(Store):
                 return first
             session.idempotency[idempotency_key] = (state.id, self._now() + self.retention)
         session.keep(state)
+        if session.entries:
+            self._index(state.session_id)
         session.renew(state.id, self._now() + self.retention)
         session.queue.append(state.id)
         session.seq += 1
@@ -313,6 +319,26 @@ class MemoryStore(Store):
 
     async def open_sessions(self, prefix: str) -> list[str]:
         return [sid for sid, session in self._sessions.items() if session.entries and sid.startswith(prefix)]
+
+    async def inbox_sessions(self, prefix: str, start: str, count: int) -> list[str]:
+        found: list[str] = []
+        at = bisect.bisect_left(self._indexed, max(prefix, start))
+        while at < len(self._indexed) and len(found) < count:
+            session_id = self._indexed[at]
+            if not session_id.startswith(prefix):
+                break
+            session = self._sessions.get(session_id)
+            if session is None or not session.entries:
+                del self._indexed[at]  # (its last questionnaire ended since it was indexed)
+                continue
+            found.append(session_id)
+            at += 1
+        return found
+
+    def _index(self, session_id: str) -> None:
+        at = bisect.bisect_left(self._indexed, session_id)
+        if at == len(self._indexed) or self._indexed[at] != session_id:
+            self._indexed.insert(at, session_id)
 
     async def session_inboxes(self, session_ids: list[str], now: float) -> list[SessionInbox]:
         inboxes = []

@@ -2,8 +2,8 @@
 
 The broker's inbox socket is the authority: an ``inbox`` frame (on every connect and
 reconnect) replaces the list, ``inbox_item`` adds or replaces one item, ``inbox_removed``
-drops one. The list is shown waiting-for-the-person first, oldest first (the broker's own
-order for ``GET /v1/inbox``). The highlight follows its item, not its row, so that items
+drops one. The list is shown waiting-for-the-person first, oldest first (the order of the
+socket's ``inbox`` list). The highlight follows its item, not its row, so that items
 arriving or leaving never move it to another questionnaire under the person's finger.
 
 When the questionnaire answered from the list ends, ``ended`` records how, and the first

@@ -104,19 +104,19 @@ async def test_a_draft_does_not_move_an_item(deployment: Deployment) -> None:
     assert after == before
 
 
-async def test_waiting_for_the_person_comes_first_then_the_oldest(deployment: Deployment) -> None:
+async def test_pages_go_by_session_then_waiting_for_the_person_first(deployment: Deployment) -> None:
     prefix = tenant()
-    first = await ask(deployment, prefix + "a")
-    second = await ask(deployment, prefix + "b")
-    third = await ask(deployment, prefix + "c")
-    async with person(deployment.client_ws_url, prefix + "a") as p:  # the oldest asks the agent back
+    first = await ask(deployment, prefix + "b")
+    second = await ask(deployment, prefix + "c")
+    third = await ask(deployment, prefix + "a")
+    async with person(deployment.client_ws_url, prefix + "b") as p:  # the oldest asks the agent back
         await p.clarify(await p.wait_for("question"), "which staging?")
         await p.wait_for("suspended")
 
     items = (await inbox_of(deployment, token(prefix + "*", "client")))["items"]
 
-    assert [item["questionnaireId"] for item in items] == [second, third, first]
-    assert [item["status"] for item in items] == ["in_progress", "in_progress", "needs_clarification"]
+    assert [item["questionnaireId"] for item in items] == [third, first, second]
+    assert [item["status"] for item in items] == ["in_progress", "needs_clarification", "in_progress"]
 
 
 # --- scopes -----------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """The reads are rate-limited per token (QBROKER_READS_PER_MINUTE, QBROKER_READS_BURST):
 ``GET /v1/inbox`` and the record (history, events) answer 429 ``rate_limited`` with
 ``Retry-After`` past a token's burst, while another token goes on; and an inbox covering
-more sessions than one round of reads (broker/service/inbox.py: READ_AT_ONCE) lists them all."""
+more sessions than one round of reads (broker/service/inbox_pages.py: READ_AT_ONCE) lists them all."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from broker.service.inbox import READ_AT_ONCE
+from broker.service.inbox_pages import READ_AT_ONCE
 from tests.helpers.inbox import every_page, get_inbox, inbox_error
 from tests.helpers.processes import BrokerProcess, broker, token
 from tests.helpers.protocol import Agent
@@ -55,5 +55,5 @@ async def test_an_inbox_wider_than_one_round_of_reads_lists_every_session() -> N
         for number in range(count):
             async with Agent(process.url, f"{tenant}{number}") as agent:
                 await agent.start_pending(single())
-        items = await every_page(process.url, token(tenant + "*", "client"), 100)
+        items = await every_page(process.url, token(tenant + "*", "client"), 500)  # (a page of two rounds)
     assert len({item["sessionId"] for item in items}) == count

@@ -42,6 +42,7 @@ from tests.helpers.samples import single, start_body
 from tests.helpers.waiting import eventually, wait_until
 from tests.integration import test_store_contract as contract
 from tests.integration import test_store_inbox as inbox_contract
+from tests.integration import test_store_inbox_pages as inbox_pages_contract
 from tests.integration import test_store_push as push_contract
 from tests.integration import test_store_revocations as revocations_contract
 from tests.integration.test_store_contract import Listener, new_questionnaire
@@ -241,7 +242,7 @@ def sessions_on_every_master(cluster: LocalCluster, per_master: int, prefix: str
 # Every contract test that needs nothing but a ``store`` (and its ``listener``) runs here
 # again, against this module's cluster-backed ``store`` fixture (the revocations' too: their
 # keys share one slot of their own; and the inbox's part; and push subscriptions').
-for _module in (contract, revocations_contract, inbox_contract, push_contract):
+for _module in (contract, revocations_contract, inbox_contract, inbox_pages_contract, push_contract):
     for _name, _test in inspect.getmembers(_module, inspect.iscoroutinefunction):
         if _name.startswith("test_") and set(inspect.signature(_test).parameters) <= {"store", "listener"}:
             globals()[_name] = _test

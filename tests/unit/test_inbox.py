@@ -149,32 +149,27 @@ def test_equal_times_are_ordered_by_session_then_questionnaire() -> None:
     assert [(e.session_id, e.questionnaire_id) for e, _ in inbox.ordered(rows)] == [("a", "1"), ("a", "2"), ("b", "1")]
 
 
-def test_pages_cover_every_row_once_in_order() -> None:
-    rows = [(an_entry(f"s{i % 7}", f"q{i}", "in_progress", T0 + i % 5), i) for i in range(23)]
-    seen: list[str] = []
-    after = None
-    for _ in range(10):
-        shown, after = inbox.page(rows, after, 5)
-        seen.extend(entry.questionnaire_id for entry, _ in shown)
-        if after is None:
-            break
-        after = inbox.parse_cursor(inbox.cursor(after))  # through the wire's form
-    assert seen == [entry.questionnaire_id for entry, _ in inbox.ordered(rows)]
-    assert len(set(seen)) == 23
+def test_pages_go_by_session_then_as_the_list_within_it() -> None:
+    rows = [
+        (an_entry("b", "1", "in_progress", T0 + 5), 0),
+        (an_entry("a", "2", "needs_clarification", T0), 0),
+        (an_entry("a", "3", "in_progress", T0 + 9), 0),
+        (an_entry("a", "4", "in_progress", T0 + 1), 0),
+    ]
+    assert [entry.questionnaire_id for entry, _ in inbox.paged(rows, None)] == ["4", "3", "2", "1"]
 
 
-def test_the_last_page_says_there_is_no_more() -> None:
-    rows = [(an_entry("s", f"q{i}"), 0) for i in range(4)]
-    assert inbox.page(rows, None, 4)[1] is None
-    assert inbox.page(rows, None, 3)[1] is not None
+def test_a_page_goes_on_after_its_key_even_when_that_item_left() -> None:
+    rows = [(an_entry(f"s{i % 3}", f"q{i}", created_at=T0 + i), 0) for i in range(9)]
+    ordered = inbox.paged(rows, None)
+    after = ordered[3][0].page_key
+    remaining = [row for row in rows if row[0].questionnaire_id != ordered[3][0].questionnaire_id]
+    assert inbox.paged(remaining, after) == ordered[4:]
 
 
-def test_a_page_after_an_item_that_left_goes_on_from_where_it_was() -> None:
-    rows = [(an_entry("s", f"q{i}", created_at=T0 + i), 0) for i in range(6)]
-    first, after = inbox.page(rows, None, 2)
-    remaining = [row for row in rows if row[0].questionnaire_id != "q1"]  # the last one shown ended
-    second, _ = inbox.page(remaining, after, 2)
-    assert [e.questionnaire_id for e, _ in second] == ["q2", "q3"]
+def test_the_key_after_a_session_comes_after_its_every_item_and_before_the_next_session() -> None:
+    rows = [(an_entry("a", "1", "needs_clarification", T0 + 1e9), 0), (an_entry("a:", "2"), 0)]
+    assert [e.session_id for e, _ in inbox.paged(rows, inbox.after_session("a"))] == ["a:"]
 
 
 @pytest.mark.parametrize("text", ["1", "100", "500"])
@@ -191,9 +186,9 @@ def test_a_limit_out_of_bounds_or_not_a_number_is_refused(text: str) -> None:
 
 
 def test_a_cursor_is_opaque_url_safe_text() -> None:
-    text = inbox.cursor((1, T0 + 0.5, "alice:build", "7b1c"))
+    text = inbox.cursor(("alice:build", 1, T0 + 0.5, "7b1c"))
     assert text.isascii() and "=" not in text and "/" not in text and "+" not in text
-    assert inbox.parse_cursor(text) == (1, T0 + 0.5, "alice:build", "7b1c")
+    assert inbox.parse_cursor(text) == ("alice:build", 1, T0 + 0.5, "7b1c")
 
 
 @pytest.mark.parametrize(
@@ -202,9 +197,10 @@ def test_a_cursor_is_opaque_url_safe_text() -> None:
         "",
         "not a cursor!",
         "AAAA",
-        base64.urlsafe_b64encode(msgspec.msgpack.encode([2, 0, 1.0, "s", "q"])).decode(),
-        base64.urlsafe_b64encode(msgspec.msgpack.encode([1, "0", 1.0, "s", "q"])).decode(),
-        base64.urlsafe_b64encode(msgspec.msgpack.encode([1, 0, 1.0, "s"])).decode(),
+        base64.urlsafe_b64encode(msgspec.msgpack.encode([1, 0, 1.0, "s", "q"])).decode(),  # (the list's order)
+        base64.urlsafe_b64encode(msgspec.msgpack.encode([3, "s", 0, 1.0, "q"])).decode(),
+        base64.urlsafe_b64encode(msgspec.msgpack.encode([2, "s", "0", 1.0, "q"])).decode(),
+        base64.urlsafe_b64encode(msgspec.msgpack.encode([2, "s", 0, 1.0])).decode(),
         base64.urlsafe_b64encode(msgspec.msgpack.encode({"a": 1})).decode(),
     ],
 )

@@ -21,7 +21,7 @@ def operations() -> dict[str, PathItem]:
         "/v1/inbox": {
             "get": {
                 "operationId": "inbox",
-                "summary": "The open questionnaires of the sessions the client token covers, waiting first.",
+                "summary": "The open questionnaires of the sessions the client token covers, by session id.",
                 "security": [{"clientToken": []}],
                 "parameters": [
                     query_parameter(

@@ -22,7 +22,8 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
 The inbox's index of sessions, sharded so that no one key serves every tenant::
 
     qb:inbox:{inbox-NN}         zset  ids of sessions with open questionnaires (all scored 0,
-                                      so ZRANGEBYLEX finds those with a prefix)
+                                      so ZRANGEBYLEX finds those with a prefix, in id
+                                      order: the inbox's pages walk it, index_pages.py)
     qb:inbox:{inbox-NN}:events  channel  the notice of every questionnaire created in those
                                       sessions, and every change of who is connected to them
 

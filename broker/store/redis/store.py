@@ -40,6 +40,7 @@ from broker.store.records import Records, pack_event, unpack_event
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import reachable
 from broker.store.redis.deliveries import Deliveries
+from broker.store.redis.index_pages import indexed_sessions
 from broker.store.redis.keys import (
     INBOX_SOCKETS_KEY,
     REVOCATIONS_KEYS,
@@ -363,6 +364,9 @@ class RedisStore(Store):
                 *(self._commands.command("ZRANGEBYLEX", index_key(shard), low, high) for shard in inbox_shards(prefix))
             )
         return [bytes(sid).decode() for reply in replies for sid in reply]
+
+    async def inbox_sessions(self, prefix: str, start: str, count: int) -> list[str]:
+        return await indexed_sessions(self._commands, prefix, start, count)
 
     async def session_inboxes(self, session_ids: list[str], now: float) -> list[SessionInbox]:
         with reachable("session_inboxes"):
