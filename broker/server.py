@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import errno
 import gc
 import logging
 import socket
@@ -23,6 +24,7 @@ from broker.tokens.claims import mint_token
 log = logging.getLogger("qbroker.server")
 
 DEMO_SESSION = "demo"
+STARTUP_FAILED = 3  # the status uvicorn exits with when the app cannot start (an unreachable Redis)
 # The banner's link and agent token are for trying the broker out, and end up in terminal
 # scrollback and shell history: they expire after a day (each start prints new ones).
 DEMO_TOKEN_TTL = 24 * 3600
@@ -115,6 +117,14 @@ def run(args: argparse.Namespace) -> int:
             flush=True,
         )
     config = replace(config, secret=secret)
+    if port_taken(config.host, config.port):
+        # Before the app starts: uvicorn would log its bind error among its startup lines.
+        print(
+            f"qbroker serve: {config.host}:{config.port} is already in use; pick another with --port or QBROKER_PORT",
+            file=sys.stderr,
+            flush=True,
+        )
+        return STARTUP_FAILED
     app = create_app(config, web_dir=getattr(args, "web_dir", None), keep_revocations=True)
     if config.notify_config is not None and config.public_url is None:
         print(
@@ -151,6 +161,29 @@ def run(args: argparse.Namespace) -> int:
     with contextlib.suppress(KeyboardInterrupt):
         server.run()  # uvicorn picks uvloop when installed (asyncio.run would not)
     return 0 if server.started or not server.should_exit else 1
+
+
+def port_taken(host: str, port: int) -> bool:
+    """Whether another process listens on ``host:port`` (any of its addresses), tried as
+    uvicorn binds (SO_REUSEADDR: a port whose old connections linger is not taken). Another
+    bind error (an address not on this machine) is left for uvicorn to say in its words."""
+    if port == 0:
+        return False
+    try:
+        addresses = socket.getaddrinfo(host or None, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except OSError:
+        return False
+    for family, kind, proto, _, address in addresses:
+        with socket.socket(family, kind, proto) as probe:
+            probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if family == socket.AF_INET6:
+                probe.setsockopt(socket.IPPROTO_IPV6, socket.IPV6_V6ONLY, 1)
+            try:
+                probe.bind(address)
+            except OSError as exc:
+                if exc.errno == errno.EADDRINUSE:
+                    return True
+    return False
 
 
 def refused_secret(secret: str) -> str | None:

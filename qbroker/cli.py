@@ -5,12 +5,16 @@ Each subcommand lives in the module that owns the concept: ``serve`` in ``broker
 ``clients.tui.app``, ``mcp`` in ``clients.mcp.server``, ``bots`` in ``clients.bots.cli``. A
 subcommand module exposes ``configure(parser)`` to declare its flags and ``run(args) -> int``
 to do the work; heavy imports happen inside ``run`` so that ``qbroker --help`` stays fast.
+A reader that goes away (``| head``) ends any of them quietly, here, with status 141.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
+import signal
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
@@ -63,9 +67,38 @@ def main(argv: Sequence[str] | None = None) -> int:
         parser.print_help()
         return 1
     try:
-        return int(args._run(args) or 0)
+        code = int(args._run(args) or 0)
+        sys.stdout.flush()  # here: a reader gone while the last lines were buffered is caught too
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # a socket's, not the output's: a real error
+        return _quiet_exit()
+    return code
+
+
+def _stdout_reader_gone() -> bool:
+    """Whether standard output is a pipe nobody reads any more (poll says POLLERR)."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, ValueError, OSError):  # replaced, closed, or not a file (io.UnsupportedOperation)
+        return False
+    if not hasattr(select, "poll"):  # no poll (Windows): the standard recipe's assumption
+        return True
+    poll = select.poll()
+    poll.register(fd, select.POLLOUT)
+    return any(events & select.POLLERR for _, events in poll.poll(0))
+
+
+def _quiet_exit() -> int:
+    """Whoever read the output stopped (``qbroker mcp --print-tool | head -1``): exit quietly,
+    as a command killed by SIGPIPE does. Standard output now points at /dev/null, or Python's
+    own flush at exit would print a second BrokenPipeError."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -33,6 +33,7 @@ from clients.cli_args import add_client_wait, add_retries, add_url_and_session
 
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130  # the shell's own code for a command ended by Ctrl-C (128 + SIGINT)
+LINK_TOKEN_TTL = 3600  # the client token in the link it prints: as the broker's notification links
 
 _EXIT_HELP = """\
 exit status:
@@ -337,12 +338,32 @@ def _page(args: argparse.Namespace) -> str:
     return f"{base}/#session={quote(args.session, safe=':')}"
 
 
+def _where_they_answer(command: str, args: argparse.Namespace) -> str:
+    """The page with a client token for the session when this shell has the broker's secret
+    (a link the broker's notifications would send: one session, one hour), else the page
+    and the command that mints that token: a link without one only says "link incomplete".
+    Never the agent's own token: it would let whoever opens the link act as the agent."""
+    from broker.tokens.claims import mint_token
+    from clients.local_secret import local_secret
+
+    secret = local_secret()
+    if secret:
+        try:
+            token = mint_token(secret, args.session, "client", ttl=LINK_TOKEN_TTL, sub=f"qbroker-{command}-link")
+        except ValueError:  # a session id the broker will refuse too; the call says so
+            token = None
+        if token is not None:
+            return f"{_page(args)}&token={token} (a client token for this session, valid {LINK_TOKEN_TTL // 3600} h)"
+    mint = f"qbroker token --session {shlex.quote(args.session)} --role client --ttl 1h"
+    return f"{_page(args)} with a client token (mint one with `{mint}` and add &token=<it> to the link)"
+
+
 def _say_where(command: str, args: argparse.Namespace) -> None:
     """At once, before the first long poll: nothing on screen for 30 s reads as a hang."""
     on_interrupt = "stops waiting, the questions stay open" if args.detach else "withdraws the questions"
     print(
-        f"qbroker {command}: waiting for the person in session {args.session}; they answer at {_page(args)}"
-        f" (or in `qbroker tui`). Ctrl-C {on_interrupt}.",
+        f"qbroker {command}: waiting for the person in session {args.session}; they answer at"
+        f" {_where_they_answer(command, args)}, or in `qbroker tui`. Ctrl-C {on_interrupt}.",
         file=sys.stderr,
         flush=True,
     )

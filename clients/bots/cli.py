@@ -179,18 +179,12 @@ def parse_think(text: str) -> tuple[float, float]:
 def _generated_secret(data_dir: str | None) -> str | None:
     """The secret a broker started without QBROKER_SECRET generated in its data dir (as
     ``qbroker serve`` and ``qbroker token`` use it), if there is one: read, never created."""
-    from broker.runtime.config import Config
+    from clients.local_secret import generated_secret, generated_secret_file
 
-    # Only the data dir is read from the environment: the broker's other settings are not ours.
-    only_dir = {"QBROKER_DATA_DIR": os.environ.get("QBROKER_DATA_DIR", "")}
-    path = Config.from_env(only_dir, data_dir=data_dir).secret_file
-    try:
-        secret = path.read_text().strip()
-    except OSError:
-        return None
+    secret = generated_secret(data_dir)
     if secret:
-        print(f"qbroker bots: using the generated secret in {path}", file=sys.stderr)
-    return secret or None
+        print(f"qbroker bots: using the generated secret in {generated_secret_file(data_dir)}", file=sys.stderr)
+    return secret
 
 
 def probe_brokers(urls: list[str], timeout: float = 5.0) -> tuple[bool, list[str]]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import random
+import shlex
 import time
 from collections.abc import Callable
 from typing import Any, Protocol
@@ -94,6 +95,29 @@ def describe_close(code: int | None, reason: str = "") -> str:
     if code:
         text += f" ({code}{': ' + reason if reason else ''})"
     return text
+
+
+def agent_token_hint(code: int | None, reason: str, token: str) -> str | None:
+    """What to do about the commonest wrong token, an agent's (the broker refuses it to a
+    client with 4401 and a reason naming the agent token): which token to use instead."""
+    if code != CloseCode.BAD_TOKEN or "agent token" not in reason:
+        return None
+    session = _scope_of(token) or "SESSION"
+    return (
+        f"the TUI needs a client token: mint one with `qbroker token --session {shlex.quote(session)} --role"
+        " client` and give it with --token or QBROKER_TOKEN"
+    )
+
+
+def _scope_of(token: str) -> str | None:
+    """The session (or pattern) a token says it is for, unverified: only to word a hint."""
+    import jwt
+
+    try:
+        scope = jwt.decode(token, options={"verify_signature": False}).get("sid")
+    except jwt.PyJWTError:
+        return None
+    return scope if isinstance(scope, str) and scope else None
 
 
 class Credentials(Protocol):
@@ -200,7 +224,8 @@ class Connection:
                 self._give_up("your sign-in has ended: run qbroker tui again to sign in")
                 return
             if code in FATAL_CLOSE_CODES:
-                self._give_up(reason)
+                hint = agent_token_hint(code, why, self.token)
+                self._give_up(f"{reason}; {hint}" if hint else reason)
                 return
             delay = backoff_delay(attempt)
             attempt += 1

@@ -272,7 +272,9 @@ def test_a_refused_token_is_shown_and_exits_non_zero(terminal: Terminal, live: B
     sid = session_id()
     terminal.start(tui_argv(live, sid, client_token=token(sid, "agent")))  # wrong role
     assert terminal.exit_status() == 1
-    assert "refused the token (4401" in terminal.history()
+    said = terminal.history()
+    assert "refused the token (4401: an agent token cannot be used by a client); the TUI needs a client token" in said
+    assert f"`qbroker token --session {sid} --role client`" in said
     assert_terminal_restored(terminal.output())
 
 

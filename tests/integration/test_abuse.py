@@ -46,7 +46,7 @@ from tests.helpers.samples import new_sid
 from tests.helpers.waiting import eventually
 
 if TYPE_CHECKING:
-    from schemathesis.specs.openapi.schemas import OpenApiCase
+    from schemathesis.specs.openapi.schemas import OpenApiCase, OpenApiSchema
 
 # The websockets library draws its ping payloads from the global `random` module; when
 # another test's background websocket (the default-timer probes) pings while hypothesis
@@ -526,25 +526,34 @@ def test_fuzzed_client_frames_never_crash_and_are_each_answered(fuzz_broker: Bro
 
 # --- the HTTP API against its OpenAPI document ------------------------------------------------
 
+
 # The MCP endpoint's answers are the MCP SDK's (JSON-RPC, server-sent streams that stay open),
 # not this document's: test_mcp.py and the MCP Inspector hold it to its protocol, and
 # test_abuse_mcp.py fuzzes it with JSON-RPC of every shape.
-SCHEMA = schemathesis.openapi.from_dict(
-    openapi_document(),
-    # A service-wide agent token and an admin token, through the document's own security
-    # schemes: schemathesis then also knows which requests it sends without one on purpose.
-    config=schemathesis.Config.from_dict(
-        {
-            "auth": {
-                "openapi": {
-                    "agentToken": {"bearer": token("*", "agent")},
-                    "adminToken": {"bearer": token("*", "admin")},
-                    "clientToken": {"bearer": token("*", "client")},
+@pytest.fixture(scope="module")
+def openapi_schema() -> OpenApiSchema:
+    return schemathesis.openapi.from_dict(
+        openapi_document(),
+        # A service-wide agent token and an admin token, through the document's own security
+        # schemes: schemathesis then also knows which requests it sends without one on purpose.
+        config=schemathesis.Config.from_dict(
+            {
+                "auth": {
+                    "openapi": {
+                        "agentToken": {"bearer": token("*", "agent")},
+                        "adminToken": {"bearer": token("*", "admin")},
+                        "clientToken": {"bearer": token("*", "client")},
+                    }
                 }
             }
-        }
-    ),
-).exclude(path_regex="/mcp$")
+        ),
+    )
+
+
+# Loaded from the fixture when the test runs: schemathesis builds each operation's cases
+# (its coverage phase) when the schema is parametrized, ~19 s of CPU that every xdist worker
+# paid at collection, even the three that never run this test.
+SCHEMA = schemathesis.pytest.from_fixture("openapi_schema").exclude(path_regex="/mcp$")
 
 API_STATUSES: Counter[str] = Counter()
 

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from tests.helpers.clients import ScriptedClient
-from tests.helpers.processes import REPO_ROOT, BrokerProcess, token
+from tests.helpers.processes import REPO_ROOT, TEST_SECRET, BrokerProcess, token
 from tests.helpers.samples import new_sid
 
 EXAMPLES = Path(REPO_ROOT, "examples")
@@ -63,8 +63,15 @@ class Command:
         return Done(self.process.returncode, stdout.decode(), "".join(self.stderr_lines) + stderr.decode())
 
 
-async def qbroker(live: BrokerProcess, sid: str, *args: str, stdin: bytes | None = None, auth: bool = True) -> Command:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}
+async def qbroker(
+    live: BrokerProcess,
+    sid: str,
+    *args: str,
+    stdin: bytes | None = None,
+    auth: bool = True,
+    env: dict[str, str] | None = None,
+) -> Command:
+    env = {**{k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}, **(env or {})}
     env["PYTHONPATH"] = str(REPO_ROOT)
     if auth:
         env["QBROKER_TOKEN"] = token(sid, "agent")  # the default for --token
@@ -257,11 +264,23 @@ async def test_errors_exit_1_and_name_the_code_on_stderr(
 # --- saying where it waits, Ctrl-C, running it again ------------------------------------------
 
 
-async def test_ask_says_at_once_that_it_waits_and_where(live: BrokerProcess, sid: str) -> None:
-    ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--client-wait", "60")
+@pytest.mark.parametrize("has_secret", [True, False])
+async def test_ask_says_at_once_that_it_waits_and_where(
+    live: BrokerProcess, sid: str, tmp_path: Path, has_secret: bool
+) -> None:
+    # This shell has the broker's secret, or nothing to mint with (an empty data dir).
+    env = {"QBROKER_DATA_DIR": str(tmp_path), **({"QBROKER_SECRET": TEST_SECRET} if has_secret else {})}
+    ask = await qbroker(live, sid, "ask", str(EXAMPLES / "single.json"), "--client-wait", "60", env=env)
     line = await ask.stderr_line("waiting for the person", timeout=5)  # not after the first 30 s poll
     assert f"in session {sid}; they answer at {live.url}/#session={sid}" in line
     assert "Ctrl-C withdraws the questions" in line
+    if has_secret:
+        # The link's token opens the session's page: the person sees the question.
+        link = line.split("they answer at ", 1)[1].split(" ", 1)[0]
+        async with ScriptedClient.connect(live.ws_url, sid, link.split("&token=", 1)[1]) as person:
+            await person.wait_for("question")
+    else:
+        assert f"with a client token (mint one with `qbroker token --session {sid} --role client --ttl 1h`" in line
     ask.process.send_signal(signal.SIGINT)
     await ask.finish()
 

@@ -4,13 +4,19 @@ from __future__ import annotations
 
 import io
 import json
+import re
+import time
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
 
+from broker.tokens.claims import verify_token
 from clients.agent import cli as agent_cli
+from clients.agent.cli import LINK_TOKEN_TTL
 from clients.agent.sdk import QBrokerClient
+from clients.local_secret import generated_secret_file
 from qbroker.cli import main
 from tests.unit.test_agent_sdk import QID, error, pending, tool_result
 
@@ -86,6 +92,47 @@ def test_resume_sends_the_resume_call_and_errors_name_the_code(
         "qbroker resume: waiting for the person in session s; they answer at http://broker.test/#session=s"
     )
     assert said == "qbroker resume: error stale_revision: questionnaire: latest is 3"
+
+
+@pytest.mark.parametrize("secret_from", ["QBROKER_SECRET", "the data dir"])
+def test_the_page_it_names_carries_a_client_token_when_this_shell_can_mint_one(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path, secret_from: str
+) -> None:
+    secret = "a-local-broker-secret-" + "x" * 24
+    monkeypatch.delenv("QBROKER_SECRET", raising=False)
+    monkeypatch.setenv("QBROKER_DATA_DIR", str(tmp_path))
+    if secret_from == "QBROKER_SECRET":
+        monkeypatch.setenv("QBROKER_SECRET", secret)
+    else:
+        (tmp_path / "secret").write_text(secret + "\n")
+        assert generated_secret_file() == tmp_path / "secret"
+    use_replies(monkeypatch, httpx.Response(200, json=tool_result()))
+    monkeypatch.setattr("sys.stdin", io.StringIO('[{"id": "q"}]'))
+    assert main(["ask", "-", *ARGS]) == 0
+    where = capsys.readouterr().err.splitlines()[0]
+    link = re.search(r"they answer at (\S+) \(a client token for this session, valid 1 h\), or in `qbroker tui`", where)
+    assert link is not None, where
+    page, _, token = link[1].partition("&token=")
+    assert page == "http://broker.test/#session=s"
+    claims = verify_token(secret, token, role="client")  # a client's, never the agent's own
+    assert claims.sid == "s" and claims.sub == "qbroker-ask-link"
+    assert claims.exp is not None and claims.exp - time.time() <= LINK_TOKEN_TTL + 1  # exp: whole seconds
+
+
+def test_without_the_secret_it_names_the_command_that_mints_the_client_token(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    monkeypatch.delenv("QBROKER_SECRET", raising=False)
+    monkeypatch.setenv("QBROKER_DATA_DIR", str(tmp_path))  # no secret file there
+    use_replies(monkeypatch, httpx.Response(200, json=tool_result()))
+    assert main(["resume", "--id", QID, "--revision", "2", "--response", "because", *ARGS]) == 0
+    where = capsys.readouterr().err.splitlines()[0]
+    assert where == (
+        "qbroker resume: waiting for the person in session s; they answer at http://broker.test/#session=s with a"
+        " client token (mint one with `qbroker token --session s --role client --ttl 1h` and add &token=<it> to the"
+        " link), or in `qbroker tui`. Ctrl-C withdraws the questions."
+    )
+    assert not list(tmp_path.iterdir())  # read, never generated
 
 
 def test_a_timeout_says_how_to_wait_for_the_same_questionnaire_again(

@@ -7,9 +7,18 @@ from typing import Any, cast
 
 import pytest
 
+from broker.core.errors import BrokerError
 from broker.core.model import MAX_CLARIFICATION, MAX_OTHER
+from broker.tokens.claims import mint_token, verify_token
 from clients.tui import app as tui
-from clients.tui.connection import Connection, backoff_delay, describe_close, validate_session, websocket_url
+from clients.tui.connection import (
+    Connection,
+    agent_token_hint,
+    backoff_delay,
+    describe_close,
+    validate_session,
+    websocket_url,
+)
 from clients.tui.model import TuiModel
 from clients.tui.state import Mode
 from clients.tui.text import cells
@@ -134,6 +143,23 @@ def test_describe_close_names_fatal_and_restart_codes() -> None:
     assert "another session" in describe_close(4403)
     assert "restarting" in describe_close(1012, "restart")
     assert "1012: restart" in describe_close(1012, "restart")
+
+
+def test_an_agent_token_refused_to_the_tui_says_which_token_it_needs() -> None:
+    secret = "s" * 32
+    agent = mint_token(secret, "alice:review", "agent", ttl=60)
+    with pytest.raises(BrokerError) as refused:  # the broker's own reason, as its 4401 carries it
+        verify_token(secret, agent, role="client")
+    hint = agent_token_hint(4401, refused.value.message, agent)
+    assert hint is not None and "\n" not in hint
+    assert hint == (
+        "the TUI needs a client token: mint one with `qbroker token --session alice:review --role client` and give"
+        " it with --token or QBROKER_TOKEN"
+    )
+    # Any other refusal keeps its own words; a token without a session still gets the command.
+    assert agent_token_hint(4401, "token expired", agent) is None
+    assert agent_token_hint(4403, refused.value.message, agent) is None
+    assert "--session SESSION --role client" in (agent_token_hint(4401, refused.value.message, "junk") or "")
 
 
 # --- navigation -------------------------------------------------------------------------
