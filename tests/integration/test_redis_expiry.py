@@ -31,7 +31,7 @@ RETENTION_MS = 3600 * 1000  # the fixture's retention
 def keys_of(sid: str, qid: str) -> dict[str, str]:
     base = "qb:{" + sid + "}:"
     names = ("queue", "seq", "inbox", "history")
-    return {"q": base + "q:" + qid, "ev": base + "ev:" + qid} | {name: base + name for name in names}
+    return {"q": base + "q:" + qid} | {name: base + name for name in names}
 
 
 async def set_every_ttl(client: Redis, keys: dict[str, str], ms: int) -> None:
@@ -51,7 +51,6 @@ async def test_a_write_with_its_expiry_far_off_leaves_every_ttl_as_it_is(
     keys = keys_of(sid, state.id)
     drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
     assert await redis_store.compare_and_set(drafted, state.version)
-    await redis_client.rpush(keys["ev"], b"x")  # (so that every key exists)
     await set_every_ttl(redis_client, keys, RETENTION_MS - 60_000)  # a minute gone: not due
     answered = advanced(drafted, machine.AnswerQuestion(state.id, 0, "target", ("staging",)), 2)
 
@@ -69,7 +68,6 @@ async def test_a_write_whose_expiry_is_due_renews_the_questionnaire_and_its_sess
     state = await redis_store.create(new_questionnaire(sid))
     keys = keys_of(sid, state.id)
     await redis_client.hset(keys["q"], "x", "0")  # its expiry, as the scripts keep it: long past due
-    await redis_client.rpush(keys["ev"], b"x")  # (so that every key exists)
     await set_every_ttl(redis_client, keys, 1000)
 
     assert await redis_store.compare_and_set(completed(state), state.version)
@@ -113,16 +111,20 @@ async def test_a_draft_leaves_the_inbox_entry_and_an_answer_moves_it(
     assert await redis_client.hget(inbox, state.id) != created
 
 
-async def test_the_first_events_of_a_questionnaire_created_without_any_expire_with_it(
+async def test_the_first_events_of_an_older_broker_s_questionnaire_expire_with_it(
     redis_store: RedisStore, redis_client: Redis
 ) -> None:
+    """A questionnaire an older broker created keeps its events in a list (no n in its hash):
+    they go on there, and a list that is new expires with the questionnaire."""
     sid = new_sid("expiry")
     state = await redis_store.create(new_questionnaire(sid), events=())
+    keys = keys_of(sid, state.id)
+    await redis_client.hdel(keys["q"], "n")  # (as an older broker's create left it)
     answered = advanced(state, machine.AnswerQuestion(state.id, 0, "target", ("staging",)))
     assert await redis_store.compare_and_set(answered, state.version, events=events_of(state, answered, ALICE))
 
-    keys = keys_of(sid, state.id)
-    events, questionnaire = await redis_client.pttl(keys["ev"]), await redis_client.pttl(keys["q"])
+    listed = "qb:{" + sid + "}:ev:" + state.id
+    events, questionnaire = await redis_client.pttl(listed), await redis_client.pttl(keys["q"])
     assert events > 0 and abs(events - questionnaire) < 1000
 
 

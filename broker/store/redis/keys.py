@@ -4,10 +4,13 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
 
     qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record(),
                                  x = when its keys expire (ms; scripts/expiry.lua), m = the
-                                 moment (step, status) of its inbox entry
+                                 moment (step, status) of its inbox entry, n = how many
+                                 events it has, e1 ... e<n> = its events, oldest first
+                                 (records.pack_event), written by the same HSET as the state
     qb:{sid}:queue         zset  open questionnaire ids, scored by qb:{sid}:seq (strict FIFO)
     qb:{sid}:seq           the session's write counter (every write; also the queue scores)
-    qb:{sid}:ev:<id>       list  the questionnaire's events, oldest first (records.pack_event)
+    qb:{sid}:ev:<id>       list  events an older broker kept apart (a hash without n: all of
+                                 them); read after the hash's, in order by their time
     qb:{sid}:history       zset  every questionnaire id within retention, scored by the write
                                  number that created it (the history list, newest first)
     qb:{sid}:idem:<key>    string  Idempotency-Key -> questionnaire id
@@ -68,11 +71,11 @@ prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
 ``q:``, ``ev:``, ``events`` and ``outcomes`` too.)
 
 Every key of a session expires. A write renews the expiry of its questionnaire's keys (the
-hash, its events) and of the session's (queue, seq, inbox, history) together, to the
-retention, but only once that is due (scripts/expiry.lua: less than 7/8 of the retention
-left), not with every write; a create gives its questionnaire the session's expiry. So the
-events expire with their questionnaire, and the session's keys outlive every questionnaire
-they list.
+hash with its events, and an older broker's list of them) and of the session's (queue, seq,
+inbox, history) together, to the retention, but only once that is due (scripts/expiry.lua:
+less than 7/8 of the retention left), not with every write; a create gives its
+questionnaire the session's expiry. So the events expire with their questionnaire, and the
+session's keys outlive every questionnaire they list.
 """
 
 from __future__ import annotations

@@ -262,7 +262,13 @@ class RedisStore(Store):
             packed = await self._commands.run(
                 self._events, [base + "q:" + questionnaire_id, base + "ev:" + questionnaire_id], []
             )
-        return None if packed is None else [unpack_event(bytes(event)) for event in packed]
+        if packed is None:
+            return None
+        kept, listed = packed
+        events = [unpack_event(bytes(event)) for event in kept if event is not None]
+        if listed:  # (an older broker's, kept apart: in order by their time, as written)
+            events = sorted(events + [unpack_event(bytes(event)) for event in listed], key=_at)
+        return events
 
     async def history(self, session_id: str, before: int | None, count: int) -> list[Summary]:
         if count <= 0:
@@ -271,10 +277,13 @@ class RedisStore(Store):
         top = "+inf" if before is None else f"({before}"
         with reachable("history"):
             found = await self._commands.run(self._history, [base + "history"], [base, top, count])
-        return [
-            Summary(bytes(qid).decode(), int(score), unpack_event(bytes(first)), unpack_event(bytes(last)))
-            for qid, score, first, last in found
-        ]
+        summaries = []
+        for qid, score, *ends in found:
+            events = [unpack_event(bytes(event)) for event in ends if event is not None]
+            # (an older broker's events, kept apart: the first and latest by their time)
+            first, last = (events[0], events[1]) if len(events) == 2 else (min(events, key=_at), max(events, key=_at))
+            summaries.append(Summary(bytes(qid).decode(), int(score), first, last))
+        return summaries
 
     async def write_counts(self, session_ids: list[str]) -> list[int]:
         keys = [prefix(sid) + "seq" for sid in session_ids]
@@ -595,6 +604,10 @@ class RedisStore(Store):
 
     def _head(self, record: Any, seq: int) -> Head:
         return head_of(self._records.unpack(record), seq)
+
+
+def _at(event: Event) -> float:
+    return event.at
 
 
 def _now_ms() -> int:

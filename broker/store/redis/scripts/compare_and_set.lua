@@ -9,10 +9,11 @@
 -- Returns 0 when the version moved on; else {seq} or, for a terminal state, {seq, 1, head
 -- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
 --
--- The hash keeps beside the version (v) and the record (s) when its keys expire (x, ms) and
--- its inbox entry's moment (m), so one HMGET tells what else the write must touch. Its keys,
--- and the session's, are renewed only when their expiry is due (expiry.lua).
-local stored = redis.call('HMGET', KEYS[1], 'v', 'x', 'm')
+-- The hash keeps beside the version (v) and the record (s) when its keys expire (x, ms), its
+-- inbox entry's moment (m) and its events (n of them: e1, e2, ...), so one HMGET tells what
+-- else the write must touch, and one HSET writes the state and its events. Its keys, and the
+-- session's, are renewed only when their expiry is due (expiry.lua).
+local stored = redis.call('HMGET', KEYS[1], 'v', 'x', 'm', 'n')
 if stored[1] ~= ARGV[1] then
   -- A retry finds its own write:
   if stored[1] == ARGV[2] and redis.call('HGET', KEYS[1], 's') == ARGV[3] then return {0} end
@@ -33,8 +34,18 @@ if moved then
   fields[#fields + 1] = 'm'
   fields[#fields + 1] = moment
 end
+local listed = stored[4] == false and #ARGV > 12  -- (no n: created by an older broker, events in a list)
+if stored[4] and #ARGV > 12 then
+  local n = tonumber(stored[4])
+  for i = 13, #ARGV do
+    fields[#fields + 1] = 'e' .. (n + i - 12)
+    fields[#fields + 1] = ARGV[i]
+  end
+  fields[#fields + 1] = 'n'
+  fields[#fields + 1] = n + #ARGV - 12
+end
 redis.call('HSET', KEYS[1], unpack(fields))
-if #ARGV > 12 and redis.call('RPUSH', KEYS[5], unpack(ARGV, 13)) == #ARGV - 12 and not renew then
+if listed and redis.call('RPUSH', KEYS[5], unpack(ARGV, 13)) == #ARGV - 12 and not renew then
   redis.call('PEXPIRE', KEYS[5], redis.call('PTTL', KEYS[1]))  -- (its first events: a new key)
 end
 if renew then  -- the questionnaire's keys, and the session's that must outlive them

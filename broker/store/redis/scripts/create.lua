@@ -25,31 +25,38 @@ local retention, now = tonumber(ARGV[4]), tonumber(ARGV[10])
 local left = redis.call('PTTL', KEYS[3])
 local renew = renewal_due(left >= 0 and now + left or nil, now, retention)
 if renew then left = retention end
-local fields = {'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left)}
+-- Its events are fields of the hash (n of them: e1, e2, ...; compare_and_set.lua), written
+-- with it (a create run again, its first reply lost, writes the same ones again).
+local fields = {'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left), 'n', #ARGV - 10}
 if ARGV[7] ~= '' then
-  fields[7] = 'm'
-  fields[8] = string.sub(ARGV[7], 1, tonumber(ARGV[9]))
+  fields[#fields + 1] = 'm'
+  fields[#fields + 1] = string.sub(ARGV[7], 1, tonumber(ARGV[9]))
 end
--- (A create run again, its first reply lost, finds its fields there: its events are there too.)
-local fresh = redis.call('HSET', KEYS[1], unpack(fields)) > 0
+for i = 11, #ARGV do
+  fields[#fields + 1] = 'e' .. (i - 10)
+  fields[#fields + 1] = ARGV[i]
+end
+redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], left)
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
 redis.call('PEXPIRE', KEYS[2], left)  -- (the queue and the inbox may be new: emptied, they went)
 redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
 redis.call('PEXPIRE', KEYS[4], left)
-if fresh and #ARGV > 10 then
-  redis.call('RPUSH', KEYS[5], unpack(ARGV, 11))
-  redis.call('PEXPIRE', KEYS[5], left)
-end
 -- The history, scored by the write number (newest last); of its two oldest entries, those
 -- whose questionnaire expired leave it on the way (it shrinks under a steady load, and one
 -- long-lived questionnaire at its head does not hold the others back).
 local oldest = redis.call('ZRANGE', KEYS[6], 0, 1)
 local dropped = 0
-for _, id in ipairs(oldest) do
-  if redis.call('EXISTS', session .. 'q:' .. id) == 0 then
-    redis.call('ZREM', KEYS[6], id)
-    dropped = dropped + 1
+if #oldest > 0 then  -- (one EXISTS of both; when one of two is gone, one more says which)
+  local names = {}
+  for i, id in ipairs(oldest) do names[i] = session .. 'q:' .. id end
+  local live = redis.call('EXISTS', unpack(names))
+  if live == 0 then
+    redis.call('ZREM', KEYS[6], unpack(oldest))
+    dropped = #oldest
+  elseif live < #oldest then
+    redis.call('ZREM', KEYS[6], oldest[redis.call('EXISTS', names[1]) == 0 and 1 or 2])
+    dropped = 1
   end
 end
 redis.call('ZADD', KEYS[6], seq, ARGV[1])
