@@ -140,3 +140,23 @@ async def test_a_start_drops_an_expired_history_entry_behind_a_live_one(
 
     history = await redis_client.zrange(keys_of(sid, kept.id)["history"], 0, -1)
     assert history == [kept.id.encode(), newest.id.encode()]
+
+
+async def test_a_heartbeat_renews_its_clients_key_once_an_eighth_of_its_lifetime(
+    redis_store: RedisStore, redis_client: Redis
+) -> None:
+    """Not on every beat: when a client arrives, and when its beat is the first of a new
+    eighth of the lifetime (3600 s here: every 450 s by the clock)."""
+    sid = new_sid("expiry")
+    clients = "qb:{" + sid + "}:clients"
+    start = 450.0 * 4_000_000 + 10  # (10 s into an eighth)
+    await redis_store.heartbeat(sid, "c-1", ttl=500, now=start)
+    assert await redis_client.pttl(clients) > RETENTION_MS - 10_000  # arrived
+
+    await redis_client.pexpire(clients, 1_000_000)
+    await redis_store.heartbeat(sid, "c-1", ttl=500, now=start + 5)
+    await redis_store.heartbeat(sid, "c-1", ttl=500, now=start + 435)
+    assert await redis_client.pttl(clients) <= 1_000_000  # the same eighth
+
+    await redis_store.heartbeat(sid, "c-1", ttl=500, now=start + 440)
+    assert await redis_client.pttl(clients) > RETENTION_MS - 10_000  # the next one
