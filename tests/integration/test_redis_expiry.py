@@ -30,7 +30,7 @@ RETENTION_MS = 3600 * 1000  # the fixture's retention
 
 def keys_of(sid: str, qid: str) -> dict[str, str]:
     base = "qb:{" + sid + "}:"
-    names = ("queue", "seq", "inbox", "history")
+    names = ("queue", "seq", "history")
     return {"q": base + "q:" + qid} | {name: base + name for name in names}
 
 
@@ -73,7 +73,7 @@ async def test_a_write_whose_expiry_is_due_renews_the_questionnaire_and_its_sess
     assert await redis_store.compare_and_set(completed(state), state.version)
 
     left = await ttls(redis_client, keys)
-    del left["queue"], left["inbox"]  # (its questionnaire ended: gone from both, and they were empty)
+    del left["queue"]  # (its questionnaire ended: gone from it, and it was empty)
     assert all(RETENTION_MS - 10_000 < ttl <= RETENTION_MS for ttl in left.values()), left
 
 
@@ -83,9 +83,7 @@ async def test_a_questionnaire_created_in_a_session_expires_no_later_than_the_se
     sid = new_sid("expiry")
     first = await redis_store.create(new_questionnaire(sid))
     session = keys_of(sid, first.id)
-    await set_every_ttl(
-        redis_client, {k: session[k] for k in ("queue", "seq", "inbox", "history")}, RETENTION_MS - 60_000
-    )
+    await set_every_ttl(redis_client, {k: session[k] for k in ("queue", "seq", "history")}, RETENTION_MS - 60_000)
 
     second = await redis_store.create(new_questionnaire(sid))
 
@@ -99,16 +97,16 @@ async def test_a_draft_leaves_the_inbox_entry_and_an_answer_moves_it(
 ) -> None:
     sid = new_sid("expiry")
     state = await redis_store.create(new_questionnaire(sid))
-    inbox = "qb:{" + sid + "}:inbox"
-    created = await redis_client.hget(inbox, state.id)
+    questionnaire = keys_of(sid, state.id)["q"]
+    created = await redis_client.hget(questionnaire, "i")
     drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)), 5)
 
     assert await redis_store.compare_and_set(drafted, state.version)
-    assert await redis_client.hget(inbox, state.id) == created
+    assert await redis_client.hget(questionnaire, "i") == created
 
     answered = advanced(drafted, machine.AnswerQuestion(state.id, 0, "target", ("staging",)), 6)
     assert await redis_store.compare_and_set(answered, drafted.version)
-    assert await redis_client.hget(inbox, state.id) != created
+    assert await redis_client.hget(questionnaire, "i") != created
 
 
 async def test_the_first_events_of_an_older_broker_s_questionnaire_expire_with_it(

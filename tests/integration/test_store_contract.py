@@ -934,7 +934,7 @@ async def test_every_redis_key_carries_the_session_hash_tag(redis_store: RedisSt
     keys = [key.decode() async for key in redis_client.scan_iter(count=100)]
     own = [key for key in keys if key.startswith("qb:{" + sid + "}:")]
 
-    assert len(own) >= 8  # 2 questionnaires, queue, seq, idempotency key, clients, seen, inbox
+    assert len(own) >= 8  # 2 questionnaires, queue, seq, history, idempotency key, clients, seen
     # The one key sessions share: the inbox's index shard of the session's tenant (keys.py).
     assert set(keys) - set(own) == {index_key(inbox_shard(sid))}, keys
 

@@ -54,6 +54,7 @@ from broker.store.redis.keys import (
     prefix,
     presence_keys,
     questionnaire_prefix,
+    queue_key,
     queue_keys,
     write_keys,
 )
@@ -180,7 +181,6 @@ class RedisStore(Store):
             NOTICE_STATE_LIMIT,
             b"" if entry is None else inbox.pack(entry),
             sid,
-            0 if entry is None else inbox.moment_length(entry),
             _now_ms(),
             *[pack_event(event) for event in events],
         ]
@@ -379,7 +379,7 @@ class RedisStore(Store):
                 *(
                     self._commands.run(
                         self._inbox,
-                        [inbox_key(sid), prefix(sid) + "clients", prefix(sid) + "seq"],
+                        [prefix(sid) + "queue", prefix(sid) + "clients", prefix(sid) + "seq", inbox_key(sid)],
                         [questionnaire_prefix(sid), repr(now)],
                     )
                     for sid in session_ids
@@ -465,7 +465,7 @@ class RedisStore(Store):
 
     async def _unindex_if_empty(self, session_ids: list[str]) -> None:
         with reachable("unindex"):
-            found = await asyncio.gather(*(self._commands.command("EXISTS", inbox_key(sid)) for sid in session_ids))
+            found = await asyncio.gather(*(self._commands.command("EXISTS", queue_key(sid)) for sid in session_ids))
         for sid, exists in zip(session_ids, found, strict=True):
             if not int(exists):
                 await self._unindex(sid)
@@ -477,7 +477,7 @@ class RedisStore(Store):
         key = index_key(inbox_shard(session_id))
         with reachable("unindex"):
             await self._commands.command("ZREM", key, session_id)
-            if int(await self._commands.command("EXISTS", inbox_key(session_id))):
+            if int(await self._commands.command("EXISTS", queue_key(session_id))):
                 await self._commands.command("ZADD", key, 0, session_id)
 
     async def _tell_presence(self, session_id: str, clients: int) -> None:

@@ -1,9 +1,9 @@
 -- A write script: scripts/__init__.py puts the prelude (PUBLISH, INDEXED), msgpack.lua and
 -- expiry.lua before it.
--- KEYS: questionnaire hash, queue, seq, inbox, events, history[, the inbox index shard when
---       INDEXED][, idempotency key]
+-- KEYS: questionnaire hash, queue, seq, inbox (an older broker's), events (an older broker's),
+--       history[, the inbox index shard when INDEXED][, idempotency key]
 -- ARGV: id, version, record, retention ms, notice prefix, notice record limit, inbox entry, session id,
---       the length of the entry's moment (compare_and_set.lua), now (ms, the broker's clock), event...
+--       now (ms, the broker's clock), event...
 -- Returns {1, seq} when stored, {0, record} when the idempotency key names a live questionnaire.
 -- INDEXED (one Redis, where a script may reach the shard's key): the session joins its inbox
 -- index shard and the notice goes on the shard's channel too, in the same step; on a cluster
@@ -21,27 +21,22 @@ end
 local seq = redis.call('INCR', KEYS[3])
 -- The questionnaire expires with the session's keys (they must outlive it): renewed with
 -- them when their expiry is due (expiry.lua), else as they are.
-local retention, now = tonumber(ARGV[4]), tonumber(ARGV[10])
+local retention, now = tonumber(ARGV[4]), tonumber(ARGV[9])
 local left = redis.call('PTTL', KEYS[3])
 local renew = renewal_due(left >= 0 and now + left or nil, now, retention)
 if renew then left = retention end
--- Its events are fields of the hash (n of them: e1, e2, ...; compare_and_set.lua), written
--- with it (a create run again, its first reply lost, writes the same ones again).
-local fields = {'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left), 'n', #ARGV - 10}
-if ARGV[7] ~= '' then
-  fields[#fields + 1] = 'm'
-  fields[#fields + 1] = string.sub(ARGV[7], 1, tonumber(ARGV[9]))
-end
-for i = 11, #ARGV do
-  fields[#fields + 1] = 'e' .. (i - 10)
+-- Its inbox entry (i) and its events (n of them: e1, e2, ...) are fields of the hash
+-- (compare_and_set.lua), written with it (a create run again, its first reply lost, writes
+-- the same ones again).
+local fields = {'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left), 'n', #ARGV - 9, 'i', ARGV[7]}
+for i = 10, #ARGV do
+  fields[#fields + 1] = 'e' .. (i - 9)
   fields[#fields + 1] = ARGV[i]
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 redis.call('PEXPIRE', KEYS[1], left)
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
-redis.call('PEXPIRE', KEYS[2], left)  -- (the queue and the inbox may be new: emptied, they went)
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
-redis.call('PEXPIRE', KEYS[4], left)
+redis.call('PEXPIRE', KEYS[2], left)  -- (the queue may be new: emptied, it went)
 -- The history, scored by the write number (newest last); of its two oldest entries, those
 -- whose questionnaire expired leave it on the way (it shrinks under a steady load, and one
 -- long-lived questionnaire at its head does not hold the others back).
