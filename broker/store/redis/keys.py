@@ -5,8 +5,9 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record(),
                                  x = when its keys expire (ms; scripts/expiry.lua), i = its
                                  inbox entry while open (broker/core/inbox.py; '' once ended),
-                                 n = how many events it has, e1 ... e<n> = its events, oldest
-                                 first (records.pack_event): one HSET writes them all
+                                 n = how many events it has, e = its events packed one after
+                                 the other, oldest first (records.pack_event): one HSET
+                                 writes them all
     qb:{sid}:queue         zset  open questionnaire ids, scored by qb:{sid}:seq (strict FIFO)
     qb:{sid}:seq           the session's write counter (every write; also the queue scores)
     qb:{sid}:ev:<id>       list  events an older broker kept apart (a hash without n: all of

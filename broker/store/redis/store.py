@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
+import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -264,8 +265,8 @@ class RedisStore(Store):
             )
         if packed is None:
             return None
-        kept, listed = packed
-        events = [unpack_event(bytes(event)) for event in kept if event is not None]
+        count, kept, *listed = packed
+        events = _events_of(count, kept)
         if listed:  # (an older broker's, kept apart: in order by their time, as written)
             events = sorted(events + [unpack_event(bytes(event)) for event in listed], key=_at)
         return events
@@ -278,11 +279,11 @@ class RedisStore(Store):
         with reachable("history"):
             found = await self._commands.run(self._history, [base + "history"], [base, top, count])
         summaries = []
-        for qid, score, *ends in found:
-            events = [unpack_event(bytes(event)) for event in ends if event is not None]
-            # (an older broker's events, kept apart: the first and latest by their time)
-            first, last = (events[0], events[1]) if len(events) == 2 else (min(events, key=_at), max(events, key=_at))
-            summaries.append(Summary(bytes(qid).decode(), int(score), first, last))
+        for qid, score, count, kept, *ends in found:
+            events = _events_of(count, kept)
+            if ends[0] is not None:  # (an older broker's events, kept apart: first and latest by time)
+                events = sorted(events + [unpack_event(bytes(event)) for event in ends], key=_at)
+            summaries.append(Summary(bytes(qid).decode(), int(score), events[0], events[-1]))
         return summaries
 
     async def write_counts(self, session_ids: list[str]) -> list[int]:
@@ -608,6 +609,16 @@ class RedisStore(Store):
 
 def _at(event: Event) -> float:
     return event.at
+
+
+_unpack_events: Final = msgspec.msgpack.Decoder(list[Event]).decode
+
+
+def _events_of(count: Any, packed: Any) -> list[Event]:
+    """A questionnaire's events as its hash keeps them: ``count`` of them, packed one after
+    the other (records.pack_event), read as the msgpack array they make under its header."""
+    n = int(count)
+    return _unpack_events(b"\xdd" + n.to_bytes(4, "big") + bytes(packed)) if n else []
 
 
 def _now_ms() -> int:

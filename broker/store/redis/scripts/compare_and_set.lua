@@ -11,10 +11,10 @@
 -- record} ({seq, 1}: the queue is empty now); {0} for a retry that finds its own write.
 --
 -- The hash keeps beside the version (v) and the record (s) when its keys expire (x, ms), its
--- inbox entry (i) and its events (n of them: e1, e2, ...), so one HMGET tells what else the
--- write must touch, and one HSET writes the state, its entry and its events. Its keys, and
--- the session's, are renewed only when their expiry is due (expiry.lua).
-local stored = redis.call('HMGET', KEYS[1], 'v', 'x', 'i', 'n')
+-- inbox entry (i) and its events (e: n of them, packed one after the other), so one HMGET
+-- tells what else the write must touch, and one HSET writes the state, its entry and its
+-- events. Its keys, and the session's, are renewed only when their expiry is due (expiry.lua).
+local stored = redis.call('HMGET', KEYS[1], 'v', 'x', 'i', 'n', 'e')
 if stored[1] ~= ARGV[1] then
   -- A retry finds its own write:
   if stored[1] == ARGV[2] and redis.call('HGET', KEYS[1], 's') == ARGV[3] then return {0} end
@@ -41,13 +41,10 @@ elseif ARGV[5] == '1' and stored[3] then  -- (ended: out of the inbox, and its b
 end
 local listed = stored[4] == false and #ARGV > 12  -- (no n: created by an older broker, events in a list)
 if stored[4] and #ARGV > 12 then
-  local n = tonumber(stored[4])
-  for i = 13, #ARGV do
-    fields[#fields + 1] = 'e' .. (n + i - 12)
-    fields[#fields + 1] = ARGV[i]
-  end
+  fields[#fields + 1] = 'e'
+  fields[#fields + 1] = (stored[5] or '') .. table.concat(ARGV, '', 13, #ARGV)
   fields[#fields + 1] = 'n'
-  fields[#fields + 1] = n + #ARGV - 12
+  fields[#fields + 1] = tonumber(stored[4]) + #ARGV - 12
 end
 redis.call('HSET', KEYS[1], unpack(fields))
 if listed and redis.call('RPUSH', KEYS[5], unpack(ARGV, 13)) == #ARGV - 12 and not renew then

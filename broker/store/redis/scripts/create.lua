@@ -25,15 +25,11 @@ local retention, now = tonumber(ARGV[4]), tonumber(ARGV[9])
 local left = redis.call('PTTL', KEYS[3])
 local renew = renewal_due(left >= 0 and now + left or nil, now, retention)
 if renew then left = retention end
--- Its inbox entry (i) and its events (n of them: e1, e2, ...) are fields of the hash
--- (compare_and_set.lua), written with it (a create run again, its first reply lost, writes
--- the same ones again).
-local fields = {'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left), 'n', #ARGV - 9, 'i', ARGV[7]}
-for i = 10, #ARGV do
-  fields[#fields + 1] = 'e' .. (i - 9)
-  fields[#fields + 1] = ARGV[i]
-end
-redis.call('HSET', KEYS[1], unpack(fields))
+-- Its inbox entry (i) and its events (e: n of them, packed one after the other) are fields
+-- of the hash (compare_and_set.lua), written with it (a create run again, its first reply
+-- lost, writes the same ones again).
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left), 'i', ARGV[7],
+  'n', #ARGV - 9, 'e', table.concat(ARGV, '', 10, #ARGV))
 redis.call('PEXPIRE', KEYS[1], left)
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
 redis.call('PEXPIRE', KEYS[2], left)  -- (the queue may be new: emptied, it went)
