@@ -111,11 +111,13 @@ def used_memory(url: str) -> int:
 
 def memory_sample(url: str) -> dict[str, int]:
     """used_memory, and what it holds: the data (used_memory_dataset), the clients' buffers
-    (mem_clients_normal: a broker that reads its notices late leaves them there), the keys."""
+    (mem_clients_normal: a broker that reads its notices late leaves them there), the keys;
+    and the questionnaires' writes so far (INCR: each write script counts one)."""
     client = redis.Redis.from_url(url)
     try:
         memory = client.info("memory")
         keys = int(client.dbsize())
+        writes = int(client.info("commandstats").get("cmdstat_incr", {}).get("calls", 0))
     finally:
         client.close()
     return {
@@ -123,7 +125,20 @@ def memory_sample(url: str) -> dict[str, int]:
         "dataset": int(memory["used_memory_dataset"]),
         "clients": int(memory["mem_clients_normal"]),
         "keys": keys,
+        "writes": writes,
     }
+
+
+def per_retained(samples: list[tuple[float, dict[str, int]]], retention: float) -> list[float | None]:
+    """The data's bytes per questionnaire written within the last retention (4 writes each:
+    the bench's create and three answers), at each sample: flat when memory follows the
+    load, whatever the machine let the load be."""
+    ratios: list[float | None] = []
+    for at, sample in samples:
+        before = [s for t, s in samples if t <= at - retention]
+        written = (sample["writes"] - before[-1]["writes"]) / 4 if before else 0
+        ratios.append(sample["dataset"] / written if written > 0 else None)
+    return ratios
 
 
 def measure(counts: list[int], per_session: int) -> dict[str, Any]:
@@ -165,7 +180,11 @@ def steady(seconds: float, retention: float, broker_count: int, sessions: int) -
     # The data's growth over the second half (the clients' buffers come and go with how far
     # behind the brokers read their notices on a saturated machine: not what is retained).
     half = [sample["dataset"] for at, sample in samples if at >= max(retention, seconds / 2)]
+    ratios = per_retained(samples, retention)
+    kept = [ratio for (at, _), ratio in zip(samples, ratios, strict=True) if ratio is not None and at >= seconds / 2]
     return {
+        "per_retained": ratios,
+        "per_retained_second_half": (min(kept), max(kept)) if kept else None,
         "retention_s": retention,
         "seconds": seconds,
         "questionnaires": report.get("questionnaires", {}).get("verified"),
@@ -187,11 +206,12 @@ def main() -> int:
     args = parser.parse_args()
     if args.steady is not None:
         figures = steady(args.steady, args.retention, args.brokers, args.sessions)
-        print("       at   used_memory   dataset   clients' buffers     keys")
-        for at, sample in figures["samples"]:
+        print("       at   used_memory   dataset   clients' buffers     keys   data per questionnaire of the retention")
+        for (at, sample), ratio in zip(figures["samples"], figures["per_retained"], strict=True):
             print(
                 f"  {at:>6.0f} s  {sample['used'] / 1e6:>8.2f} MB  {sample['dataset'] / 1e6:>7.2f} MB"
                 f"  {sample['clients'] / 1e6:>10.2f} MB  {sample['keys']:>9,}"
+                + ("" if ratio is None else f"  {ratio:>8,.0f} bytes")
             )
         growth = figures["growth_after_retention_bytes"]
         print(f"questionnaires {figures['questionnaires']}, errors {figures['errors']}")
