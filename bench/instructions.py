@@ -15,6 +15,12 @@ the machine is doing, so two versions of the broker can be compared in a minute 
   bench's bots also mix in multi-choice questions and Other texts, drawn at random).
 - On Redis there are two brokers, as in the bench (the agent's calls go to one, the bots
   connect to the other); each is counted, and their sum is the figure.
+- The brokers' clock-driven work (the revocation list's poll twice a second, reconciliation,
+  heartbeats) runs through the counted run too, and under callgrind a run's length follows
+  the machine's load: the same code counted 2.32 M and 2.44 M per questionnaire on Redis an
+  hour apart on 2026-12-06. So each broker is also counted over ``--idle`` seconds with
+  nothing to do first, and the second column takes that rate times the run's length out:
+  the questionnaires' own work, the figure to compare.
 - Not counted: the kernel (system calls, the network stack), redis-server, the bots.
   On Redis, what redis-server did is reported beside the count instead (bench/redis_stats.py):
   its CPU and each command's calls per questionnaire (a script's own commands included),
@@ -34,7 +40,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
@@ -59,9 +65,9 @@ def control(pid: int, *what: str) -> None:
     subprocess.run(["callgrind_control", *what, str(pid)], check=True, capture_output=True, timeout=60)
 
 
-def dumped_total(out: Path) -> int:
-    """The instruction total of the first dump callgrind wrote beside ``out`` (``out.1``)."""
-    dump = out.with_name(out.name + ".1")
+def dumped_total(out: Path, number: int = 1) -> int:
+    """The instruction total of the ``number``-th dump callgrind wrote beside ``out`` (``out.1``, ...)."""
+    dump = out.with_name(f"{out.name}.{number}")
     deadline = time.monotonic() + DUMP_WAIT
     while time.monotonic() < deadline:
         if dump.exists():
@@ -116,11 +122,16 @@ def main() -> int:
     if counted.totals:
         names = ["the agent's broker", "the clients' broker"] if len(counted.totals) == 2 else ["the broker"]
         print(f"store: {args.store}; {args.count} questionnaires of 3 questions, {args.sessions} session(s)")
-        print("instructions per questionnaire (user space):")
-        for name, total in zip(names, counted.totals, strict=True):
-            print(f"  {name:<22} {total / args.count:>12,.0f}")
+        scale = counted.seconds / counted.idle_seconds if counted.idle_seconds > 0 else 0.0
+        net = [total - idle * scale for total, idle in zip(counted.totals, counted.idle, strict=True)]
+        print(
+            f"instructions per questionnaire (user space), and without the clock-driven work of the"
+            f" {counted.seconds:.0f} s run ({args.idle:g} s idle measured first):"
+        )
+        for name, total, own in zip(names, counted.totals, net, strict=True):
+            print(f"  {name:<22} {total / args.count:>12,.0f} {own / args.count:>12,.0f}")
         if len(counted.totals) == 2:
-            print(f"  {'both':<22} {sum(counted.totals) / args.count:>12,.0f}")
+            print(f"  {'both':<22} {sum(counted.totals) / args.count:>12,.0f} {sum(net) / args.count:>12,.0f}")
     if counted.redis is not None:
         print(redis_stats.render(counted.redis))
     return 0
@@ -130,6 +141,9 @@ def main() -> int:
 class Counted:
     totals: list[int]  # instructions of each broker (none with --commands-only)
     redis: dict[str, object] | None  # redis_stats.per_questionnaire (Redis only)
+    idle: list[int] = field(default_factory=list)  # each broker's instructions over the idle window
+    idle_seconds: float = 0.0
+    seconds: float = 0.0  # of the counted run
 
 
 def _count(args: argparse.Namespace, tmp: Path, redis_url: str | None) -> Counted:
@@ -145,20 +159,35 @@ def _count(args: argparse.Namespace, tmp: Path, redis_url: str | None) -> Counte
             control(pid, "--instr=on")
         print(f"[instructions] warm-up: {args.warm_up} questionnaires", file=sys.stderr)
         bots(urls, pids, args.warm_up, args.sessions)
-        idle = redis_stats.background(redis_url, args.idle) if redis_url else None
+        # The idle window: the brokers' clock-driven work alone (the revocation list's poll,
+        # reconciliation, heartbeats), counted too, as it runs through the counted run as well.
+        for pid in pids if counting else ():
+            control(pid, "-z")
+        began = time.monotonic()
+        idle = None
+        if redis_url:
+            idle = redis_stats.background(redis_url, args.idle)
+        else:
+            time.sleep(args.idle)
+        for pid in pids if counting else ():
+            control(pid, "-d")
+        idle_seconds = time.monotonic() - began
         for pid in pids if counting else ():
             control(pid, "-z")
         print(f"[instructions] counting: {args.count} questionnaires", file=sys.stderr)
+        began = time.monotonic()
         first = redis_stats.read(redis_url) if redis_url else None
         bots(urls, pids, args.count, args.sessions)
         last = redis_stats.read(redis_url) if redis_url else None
         for pid in pids if counting else ():
             control(pid, "-d")
-        totals = [dumped_total(out) for out in outs[:count]] if counting else []
+        seconds = time.monotonic() - began
+        idle_totals = [dumped_total(out, 1) for out in outs[:count]] if counting else []
+        totals = [dumped_total(out, 2) for out in outs[:count]] if counting else []
     figures = None
     if redis_url and first is not None and last is not None:
         figures = redis_stats.per_questionnaire(redis_stats.delta(first, last), idle, args.count)
-    return Counted(totals, figures)
+    return Counted(totals, figures, idle_totals, idle_seconds, seconds)
 
 
 if __name__ == "__main__":

@@ -15,9 +15,10 @@ them), and reads ``used_memory`` before and after each count: per retained quest
 
 The second form is the flat-memory run: ``--brokers`` brokers on one redis-server with
 ``QBROKER_RETENTION=--retention``, ``qbroker bots`` completing questionnaires for
-``--steady`` seconds without pause, and ``used_memory`` sampled every 10 s; memory must stop
-growing once the retention is reached (a questionnaire written then is the oldest kept).
-It prints the samples and the growth over the second half of the run.
+``--steady`` seconds without pause, and ``used_memory`` sampled every 10 s, with what it
+holds: the data, the clients' buffers (notices a broker has not read yet) and the keys; the
+data must stop growing once the retention is reached (a questionnaire written then is the
+oldest kept). It prints the samples and the data's growth over the second half of the run.
 """
 
 from __future__ import annotations
@@ -108,6 +109,38 @@ def used_memory(url: str) -> int:
         client.close()
 
 
+def memory_sample(url: str) -> dict[str, int]:
+    """used_memory, and what it holds: the data (used_memory_dataset), the clients' buffers
+    (mem_clients_normal: a broker that reads its notices late leaves them there), the keys;
+    and the questionnaires' writes so far (INCR: each write script counts one)."""
+    client = redis.Redis.from_url(url)
+    try:
+        memory = client.info("memory")
+        keys = int(client.dbsize())
+        writes = int(client.info("commandstats").get("cmdstat_incr", {}).get("calls", 0))
+    finally:
+        client.close()
+    return {
+        "used": int(memory["used_memory"]),
+        "dataset": int(memory["used_memory_dataset"]),
+        "clients": int(memory["mem_clients_normal"]),
+        "keys": keys,
+        "writes": writes,
+    }
+
+
+def per_retained(samples: list[tuple[float, dict[str, int]]], retention: float) -> list[float | None]:
+    """The data's bytes per questionnaire written within the last retention (4 writes each:
+    the bench's create and three answers), at each sample: flat when memory follows the
+    load, whatever the machine let the load be."""
+    ratios: list[float | None] = []
+    for at, sample in samples:
+        before = [s for t, s in samples if t <= at - retention]
+        written = (sample["writes"] - before[-1]["writes"]) / 4 if before else 0
+        ratios.append(sample["dataset"] / written if written > 0 else None)
+    return ratios
+
+
 def measure(counts: list[int], per_session: int) -> dict[str, Any]:
     """Bytes of used_memory per retained questionnaire, ended and open, at each count."""
     figures: dict[str, Any] = {"per_session": per_session}
@@ -127,7 +160,7 @@ def measure(counts: list[int], per_session: int) -> dict[str, Any]:
 
 def steady(seconds: float, retention: float, broker_count: int, sessions: int) -> dict[str, Any]:
     """The flat-memory run: used_memory every SAMPLE_EVERY seconds under a steady load."""
-    samples: list[tuple[float, int]] = []
+    samples: list[tuple[float, dict[str, int]]] = []
     with procs.redis_server() as url:
         if url is None:
             raise SystemExit("retention: redis-server is not on PATH")
@@ -141,11 +174,17 @@ def steady(seconds: float, retention: float, broker_count: int, sessions: int) -
             bots = threading.Thread(target=lambda: result.append(load_runs.run_bots(urls, pids, args, seconds + 300)))
             bots.start()
             while bots.is_alive():
-                samples.append((time.monotonic() - began, used_memory(url)))
+                samples.append((time.monotonic() - began, memory_sample(url)))
                 bots.join(SAMPLE_EVERY)
             report = result[0].report if result else {}
-    half = [used for at, used in samples if at >= max(retention, seconds / 2)]
+    # The data's growth over the second half (the clients' buffers come and go with how far
+    # behind the brokers read their notices on a saturated machine: not what is retained).
+    half = [sample["dataset"] for at, sample in samples if at >= max(retention, seconds / 2)]
+    ratios = per_retained(samples, retention)
+    kept = [ratio for (at, _), ratio in zip(samples, ratios, strict=True) if ratio is not None and at >= seconds / 2]
     return {
+        "per_retained": ratios,
+        "per_retained_second_half": (min(kept), max(kept)) if kept else None,
         "retention_s": retention,
         "seconds": seconds,
         "questionnaires": report.get("questionnaires", {}).get("verified"),
@@ -167,11 +206,16 @@ def main() -> int:
     args = parser.parse_args()
     if args.steady is not None:
         figures = steady(args.steady, args.retention, args.brokers, args.sessions)
-        for at, used in figures["samples"]:
-            print(f"  {at:>6.0f} s  used_memory {used / 1e6:>8.2f} MB")
+        print("       at   used_memory   dataset   clients' buffers     keys   data per questionnaire of the retention")
+        for (at, sample), ratio in zip(figures["samples"], figures["per_retained"], strict=True):
+            print(
+                f"  {at:>6.0f} s  {sample['used'] / 1e6:>8.2f} MB  {sample['dataset'] / 1e6:>7.2f} MB"
+                f"  {sample['clients'] / 1e6:>10.2f} MB  {sample['keys']:>9,}"
+                + ("" if ratio is None else f"  {ratio:>8,.0f} bytes")
+            )
         growth = figures["growth_after_retention_bytes"]
         print(f"questionnaires {figures['questionnaires']}, errors {figures['errors']}")
-        print("growth after the retention was reached: " + ("-" if growth is None else f"{growth / 1e6:+.2f} MB"))
+        print("the data's growth over the second half: " + ("-" if growth is None else f"{growth / 1e6:+.2f} MB"))
     else:
         counts = sorted(int(c) for c in args.counts.split(","))
         figures = measure(counts, args.per_session)

@@ -267,9 +267,9 @@ async def test_sessions_keys_and_subscriptions_spread_over_the_masters(
             keys = {key.decode() for key in admin.scan_iter(match="qb:{spread-*", count=1000)}
             channels = {c.decode() for c in admin.execute_command("PUBSUB", "SHARDCHANNELS", "qb:{spread-*")}
         # Each master holds exactly its own sessions' keys, all of them (questionnaire,
-        # queue, seq, history, idempotency key, clients, seen, inbox), and their notice subscriptions.
+        # queue, seq, history, idempotency key, clients, seen), and their notice subscriptions.
         assert {key.split("}")[0] + "}" for key in keys} == {"qb:{" + sid + "}" for sid in sids}
-        assert len(keys) == 8 * len(sids)
+        assert len(keys) == 7 * len(sids)
         assert channels == {channel_for(sid) for sid in sids}
 
 

@@ -937,7 +937,7 @@ async def test_every_redis_key_carries_the_session_hash_tag(redis_store: RedisSt
     keys = [key.decode() async for key in redis_client.scan_iter(count=100)]
     own = [key for key in keys if key.startswith("qb:{" + sid + "}:")]
 
-    assert len(own) >= 8  # 2 questionnaires, queue, seq, idempotency key, clients, seen, inbox
+    assert len(own) >= 8  # 2 questionnaires, queue, seq, history, idempotency key, clients, seen
     # The one key sessions share: the inbox's index shard of the session's tenant (keys.py).
     assert set(keys) - set(own) == {index_key(inbox_shard(sid))}, keys
 
@@ -1012,8 +1012,9 @@ async def test_the_events_and_history_keys_expire_with_the_retention(
     state = await start_recorded(redis_store, sid)
     await write_recorded(redis_store, state, machine.AnswerQuestion(state.id, 0, "target", ("staging",)))
     base = "qb:{" + sid + "}:"
-    for key in (base + "q:" + state.id, base + "ev:" + state.id, base + "history"):
+    for key in (base + "q:" + state.id, base + "history"):
         assert 0 < await redis_client.pttl(key) <= 3600 * 1000, key
+    assert not await redis_client.exists(base + "ev:" + state.id)  # (its events: fields of its hash)
 
 
 async def test_a_retried_compare_and_set_reports_its_own_write(redis_store: RedisStore) -> None:

@@ -3,11 +3,15 @@
 Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives on one slot::
 
     qb:{sid}:q:<id>        hash  v = version, s = msgpack of Questionnaire.to_record(),
-                                 x = when its keys expire (ms; scripts/expiry.lua), m = the
-                                 moment (step, status) of its inbox entry
+                                 x = when its keys expire (ms; scripts/expiry.lua), i = its
+                                 inbox entry while open (broker/core/inbox.py; '' once ended),
+                                 n = how many events it has, e = its events packed one after
+                                 the other, oldest first (records.pack_event): one HSET
+                                 writes them all
     qb:{sid}:queue         zset  open questionnaire ids, scored by qb:{sid}:seq (strict FIFO)
     qb:{sid}:seq           the session's write counter (every write; also the queue scores)
-    qb:{sid}:ev:<id>       list  the questionnaire's events, oldest first (records.pack_event)
+    qb:{sid}:ev:<id>       list  events an older broker kept apart (a hash without n: all of
+                                 them); read after the hash's, in order by their time
     qb:{sid}:history       zset  every questionnaire id within retention, scored by the write
                                  number that created it (the history list, newest first)
     qb:{sid}:idem:<key>    string  Idempotency-Key -> questionnaire id
@@ -15,7 +19,8 @@ Keys of one session, all carrying the ``{sid}`` hash tag so that a session lives
     qb:{sid}:seen          string  last time the session had a client (Unix seconds)
     qb:{sid}:claim:<name>  string  a name taken once across brokers (SET NX with an expiry)
     qb:{sid}:note:<name>   string  a text one broker leaves for the others (with an expiry)
-    qb:{sid}:inbox         hash  open questionnaire id -> its inbox entry (broker/core/inbox.py)
+    qb:{sid}:inbox         hash  open questionnaire id -> its inbox entry, as an older broker
+                                 kept them (read for a questionnaire without i)
     qb:{sid}:events        channel  a notice after every write (notices.py)
     qb:{sid}:outcomes      channel  the same notice again after a write that reached an outcome
 
@@ -69,11 +74,11 @@ prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
 ``q:``, ``ev:``, ``events`` and ``outcomes`` too.)
 
 Every key of a session expires. A write renews the expiry of its questionnaire's keys (the
-hash, its events) and of the session's (queue, seq, inbox, history) together, to the
-retention, but only once that is due (scripts/expiry.lua: less than 7/8 of the retention
-left), not with every write; a create gives its questionnaire the session's expiry. So the
-events expire with their questionnaire, and the session's keys outlive every questionnaire
-they list.
+hash with its events, and an older broker's list of them) and of the session's (queue, seq,
+history; an older broker's inbox hash) together, to the retention, but only once that is due (scripts/expiry.lua:
+less than 7/8 of the retention left), not with every write; a create gives its
+questionnaire the session's expiry. So the events expire with their questionnaire, and the
+session's keys outlive every questionnaire they list.
 """
 
 from __future__ import annotations
@@ -118,8 +123,12 @@ def channel_for(session_id: str, outcomes_only: bool = False) -> str:
     return prefix(session_id) + ("outcomes" if outcomes_only else "events")
 
 
+def queue_key(session_id: str) -> str:
+    return prefix(session_id) + "queue"
+
+
 def queue_keys(session_id: str) -> list[str]:
-    return [prefix(session_id) + "queue", prefix(session_id) + "seq"]
+    return [queue_key(session_id), prefix(session_id) + "seq"]
 
 
 def presence_keys(session_id: str) -> list[str]:

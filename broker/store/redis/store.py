@@ -11,6 +11,7 @@ from collections import Counter
 from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
+import msgspec
 from redis.asyncio import Redis
 from redis.asyncio.cluster import RedisCluster
 from redis.exceptions import RedisClusterException, RedisError, ResponseError
@@ -55,6 +56,7 @@ from broker.store.redis.keys import (
     prefix,
     presence_keys,
     questionnaire_prefix,
+    queue_key,
     queue_keys,
     write_keys,
 )
@@ -181,7 +183,6 @@ class RedisStore(Store):
             NOTICE_STATE_LIMIT,
             b"" if entry is None else inbox.pack(entry),
             sid,
-            0 if entry is None else inbox.moment_length(entry),
             _now_ms(),
             *[pack_event(event) for event in events],
         ]
@@ -263,7 +264,13 @@ class RedisStore(Store):
             packed = await self._commands.run(
                 self._events, [base + "q:" + questionnaire_id, base + "ev:" + questionnaire_id], []
             )
-        return None if packed is None else [unpack_event(bytes(event)) for event in packed]
+        if packed is None:
+            return None
+        count, kept, *listed = packed
+        events = _events_of(count, kept)
+        if listed:  # (an older broker's, kept apart: in order by their time, as written)
+            events = sorted(events + [unpack_event(bytes(event)) for event in listed], key=_at)
+        return events
 
     async def history(self, session_id: str, before: int | None, count: int) -> list[Summary]:
         if count <= 0:
@@ -272,10 +279,13 @@ class RedisStore(Store):
         top = "+inf" if before is None else f"({before}"
         with reachable("history"):
             found = await self._commands.run(self._history, [base + "history"], [base, top, count])
-        return [
-            Summary(bytes(qid).decode(), int(score), unpack_event(bytes(first)), unpack_event(bytes(last)))
-            for qid, score, first, last in found
-        ]
+        summaries = []
+        for qid, score, count, kept, *ends in found:
+            events = _events_of(count, kept)
+            if ends[0] is not None:  # (an older broker's events, kept apart: first and latest by time)
+                events = sorted(events + [unpack_event(bytes(event)) for event in ends], key=_at)
+            summaries.append(Summary(bytes(qid).decode(), int(score), events[0], events[-1]))
+        return summaries
 
     async def write_counts(self, session_ids: list[str]) -> list[int]:
         keys = [prefix(sid) + "seq" for sid in session_ids]
@@ -374,7 +384,7 @@ class RedisStore(Store):
                 *(
                     self._commands.run(
                         self._inbox,
-                        [inbox_key(sid), prefix(sid) + "clients", prefix(sid) + "seq"],
+                        [prefix(sid) + "queue", prefix(sid) + "clients", prefix(sid) + "seq", inbox_key(sid)],
                         [questionnaire_prefix(sid), repr(now)],
                     )
                     for sid in session_ids
@@ -460,7 +470,7 @@ class RedisStore(Store):
 
     async def _unindex_if_empty(self, session_ids: list[str]) -> None:
         with reachable("unindex"):
-            found = await asyncio.gather(*(self._commands.command("EXISTS", inbox_key(sid)) for sid in session_ids))
+            found = await asyncio.gather(*(self._commands.command("EXISTS", queue_key(sid)) for sid in session_ids))
         for sid, exists in zip(session_ids, found, strict=True):
             if not int(exists):
                 await self._unindex(sid)
@@ -472,7 +482,7 @@ class RedisStore(Store):
         key = index_key(inbox_shard(session_id))
         with reachable("unindex"):
             await self._commands.command("ZREM", key, session_id)
-            if int(await self._commands.command("EXISTS", inbox_key(session_id))):
+            if int(await self._commands.command("EXISTS", queue_key(session_id))):
                 await self._commands.command("ZADD", key, 0, session_id)
 
     async def _tell_presence(self, session_id: str, clients: int) -> None:
@@ -599,6 +609,20 @@ class RedisStore(Store):
 
     def _head(self, record: Any, seq: int) -> Head:
         return head_of(self._records.unpack(record), seq)
+
+
+def _at(event: Event) -> float:
+    return event.at
+
+
+_unpack_events: Final = msgspec.msgpack.Decoder(list[Event]).decode
+
+
+def _events_of(count: Any, packed: Any) -> list[Event]:
+    """A questionnaire's events as its hash keeps them: ``count`` of them, packed one after
+    the other (records.pack_event), read as the msgpack array they make under its header."""
+    n = int(count)
+    return _unpack_events(b"\xdd" + n.to_bytes(4, "big") + bytes(packed)) if n else []
 
 
 def _now_ms() -> int:

@@ -1,9 +1,9 @@
 -- A write script: scripts/__init__.py puts the prelude (PUBLISH, INDEXED), msgpack.lua and
 -- expiry.lua before it.
--- KEYS: questionnaire hash, queue, seq, inbox, events, history[, the inbox index shard when
---       INDEXED][, idempotency key]
+-- KEYS: questionnaire hash, queue, seq, inbox (an older broker's), events (an older broker's),
+--       history[, the inbox index shard when INDEXED][, idempotency key]
 -- ARGV: id, version, record, retention ms, notice prefix, notice record limit, inbox entry, session id,
---       the length of the entry's moment (compare_and_set.lua), now (ms, the broker's clock), event...
+--       now (ms, the broker's clock), event...
 -- Returns {1, seq} when stored, {0, record} when the idempotency key names a live questionnaire.
 -- INDEXED (one Redis, where a script may reach the shard's key): the session joins its inbox
 -- index shard and the notice goes on the shard's channel too, in the same step; on a cluster
@@ -21,35 +21,33 @@ end
 local seq = redis.call('INCR', KEYS[3])
 -- The questionnaire expires with the session's keys (they must outlive it): renewed with
 -- them when their expiry is due (expiry.lua), else as they are.
-local retention, now = tonumber(ARGV[4]), tonumber(ARGV[10])
+local retention, now = tonumber(ARGV[4]), tonumber(ARGV[9])
 local left = redis.call('PTTL', KEYS[3])
 local renew = renewal_due(left >= 0 and now + left or nil, now, retention)
 if renew then left = retention end
-local fields = {'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left)}
-if ARGV[7] ~= '' then
-  fields[7] = 'm'
-  fields[8] = string.sub(ARGV[7], 1, tonumber(ARGV[9]))
-end
--- (A create run again, its first reply lost, finds its fields there: its events are there too.)
-local fresh = redis.call('HSET', KEYS[1], unpack(fields)) > 0
+-- Its inbox entry (i) and its events (e: n of them, packed one after the other) are fields
+-- of the hash (compare_and_set.lua), written with it (a create run again, its first reply
+-- lost, writes the same ones again).
+redis.call('HSET', KEYS[1], 'v', ARGV[2], 's', ARGV[3], 'x', string.format('%.0f', now + left), 'i', ARGV[7],
+  'n', #ARGV - 9, 'e', table.concat(ARGV, '', 10, #ARGV))
 redis.call('PEXPIRE', KEYS[1], left)
 redis.call('ZADD', KEYS[2], 'NX', seq, ARGV[1])
-redis.call('PEXPIRE', KEYS[2], left)  -- (the queue and the inbox may be new: emptied, they went)
-redis.call('HSET', KEYS[4], ARGV[1], ARGV[7])
-redis.call('PEXPIRE', KEYS[4], left)
-if fresh and #ARGV > 10 then
-  redis.call('RPUSH', KEYS[5], unpack(ARGV, 11))
-  redis.call('PEXPIRE', KEYS[5], left)
-end
+redis.call('PEXPIRE', KEYS[2], left)  -- (the queue may be new: emptied, it went)
 -- The history, scored by the write number (newest last); of its two oldest entries, those
 -- whose questionnaire expired leave it on the way (it shrinks under a steady load, and one
 -- long-lived questionnaire at its head does not hold the others back).
 local oldest = redis.call('ZRANGE', KEYS[6], 0, 1)
 local dropped = 0
-for _, id in ipairs(oldest) do
-  if redis.call('EXISTS', session .. 'q:' .. id) == 0 then
-    redis.call('ZREM', KEYS[6], id)
-    dropped = dropped + 1
+if #oldest > 0 then  -- (one EXISTS of both; when one of two is gone, one more says which)
+  local names = {}
+  for i, id in ipairs(oldest) do names[i] = session .. 'q:' .. id end
+  local live = redis.call('EXISTS', unpack(names))
+  if live == 0 then
+    redis.call('ZREM', KEYS[6], unpack(oldest))
+    dropped = #oldest
+  elseif live < #oldest then
+    redis.call('ZREM', KEYS[6], oldest[redis.call('EXISTS', names[1]) == 0 and 1 or 2])
+    dropped = 1
   end
 end
 redis.call('ZADD', KEYS[6], seq, ARGV[1])
