@@ -119,13 +119,8 @@ class Fanout:
         """Make ``head`` the local clients' view (under ``hub.lock``). When the questionnaire
         shown so far goes, its clients get ``closed`` first, with its final state: ``ended``
         if that is it, else read from the store."""
-        previous, shown = hub.shown, head.state
-        if (
-            hub.clients
-            and previous is not None
-            and (shown is None or shown.id != previous.id)
-            and (ended is None or ended.id != previous.id)
-        ):
+        previous = hub.shown
+        if previous is not None and _needs_read(hub, head, ended):
             ended = await self.store.load(hub.session_id, previous.id)
         _show_known(hub, head, ended)
 
@@ -167,6 +162,14 @@ class Fanout:
             and shown.version >= notice.version
         ):
             return  # an unnumbered notice (an older broker) of what is already shown
+        seq = hub.seq
+        if notice.seq and seq is not None and notice.seq == seq + 1 and hub.clients and not hub.lock.locked():
+            # The next write, shown without a read while the lock is free (nothing runs
+            # between taking and releasing it then): no coroutine for the usual notice.
+            follows = _following(hub.shown, notice)
+            if follows is not None and not _needs_read(hub, *follows):
+                _show_known(hub, *follows)
+                return
         async with hub.lock:
             if not hub.clients:
                 return  # still joining: the newcomer's read comes after this write
@@ -272,6 +275,18 @@ def _followed_known(hub: SessionHub, new: Questionnaire, written: Written) -> bo
             _show_known(hub, written.head, new)
             return True
     return False
+
+
+def _needs_read(hub: SessionHub, head: Head, ended: Questionnaire | None) -> bool:
+    """Whether showing ``head`` needs the final state of the questionnaire shown so far
+    read from the store: it goes, and ``ended`` is not it."""
+    previous, shown = hub.shown, head.state
+    return (
+        bool(hub.clients)
+        and previous is not None
+        and (shown is None or shown.id != previous.id)
+        and (ended is None or ended.id != previous.id)
+    )
 
 
 def _show_known(hub: SessionHub, head: Head, ended: Questionnaire | None) -> None:
