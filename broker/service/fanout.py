@@ -138,7 +138,7 @@ class Fanout:
         """``follow_write`` done now, without a coroutine, when it needs no read and the hub's
         lock is free (nothing runs between taking and releasing it then); False: await
         ``follow_write``. The path of nearly every answer."""
-        return not hub.lock.locked() and _followed_known(hub, new, written)
+        return hub.lock.free() and _followed_known(hub, new, written)
 
     async def on_notice(self, notice: Notice) -> None:
         """The store's handler for a notice of a write to a session subscribed to."""
@@ -163,7 +163,7 @@ class Fanout:
         ):
             return  # an unnumbered notice (an older broker) of what is already shown
         seq = hub.seq
-        if notice.seq and seq is not None and notice.seq == seq + 1 and hub.clients and not hub.lock.locked():
+        if notice.seq and seq is not None and notice.seq == seq + 1 and hub.clients and hub.lock.free():
             # The next write, shown without a read while the lock is free (nothing runs
             # between taking and releasing it then): no coroutine for the usual notice.
             follows = _following(hub.shown, notice)

@@ -7,7 +7,7 @@ caller that has to wait runs a third. Waiting is asyncio.Lock's own: first come,
 served, and a waiter cancelled after it was woken passes its turn on.
 
 Cheaper still: the fan-out's usual work for a frame or a notice never waits, and when the
-lock is free (``locked()`` False) nothing else can run between taking and releasing it, so
+lock is ``free()`` nothing else can run between taking and releasing it, so
 ``Fanout`` does that work at once without taking it (``followed_at_once``, ``on_notice``).
 """
 
@@ -28,6 +28,10 @@ class HubLock:
 
     def locked(self) -> bool:
         return self._locked
+
+    def free(self) -> bool:
+        """Nobody holds it and nobody waits for it: ``async with`` would take it at once."""
+        return not self._locked and not self._waiters
 
     async def __aenter__(self) -> None:
         if self._locked or self._waiters:
