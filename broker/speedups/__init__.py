@@ -11,8 +11,6 @@ release moves one.
   callback. About a tenth of the broker's own time per answer (bench/answer_path.py).
 - ``http_protocol``: uvicorn's httptools protocol, writing a response's head and body in
   one write instead of two (one system call and one TCP segment fewer per agent call).
-  A plain response's head is written from header lines checked once, not checked again on
-  every response.
 - ``redis_wire``: packs Redis commands and reads replies for the store's hot commands
   without redis-py's generic packer and response parser, on redis-py's own connections.
 

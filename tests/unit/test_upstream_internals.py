@@ -19,7 +19,6 @@ import asyncio
 import hashlib
 import inspect
 import logging
-import re
 import textwrap
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -50,7 +49,7 @@ from websockets.uri import parse_uri
 from broker.runtime.logs import DropFrameTraces, QuietConnections
 from broker.speedups import redis_wire
 from broker.speedups.eager import _Continuation
-from broker.speedups.http_protocol import CoalescingHttpProtocol, HeldHead, PreparedHeadCycle
+from broker.speedups.http_protocol import CoalescingHttpProtocol, HeldHead
 from broker.store.redis import connections as redis_connections
 from broker.store.redis import links as redis_links
 from broker.ws import frame_codec
@@ -791,23 +790,6 @@ async def _one_write_per_response() -> None:
     plain, coalesced = written["HttpToolsProtocol"], written["CoalescingHttpProtocol"]
     assert plain[0].startswith(b"HTTP/1.1 200 ") and b"".join(plain).endswith(b"\r\n\r\n{}"), plain
     assert coalesced == [b"".join(plain)], (plain, coalesced)
-
-
-@internal(
-    "uvicorn's RequestResponseCycle.send() response state, STATUS_LINE, HEADER_RE and HEADER_VALUE_RE",
-    f"{HTTP}'s PreparedHeadCycle writes a plain response's head itself, from uvicorn's checks and state",
-    FIX_HTTP,
-)
-def _prepared_head() -> None:
-    from uvicorn.protocols.http import httptools_impl
-
-    assert isinstance(httptools_impl.HEADER_RE, re.Pattern) and isinstance(httptools_impl.HEADER_VALUE_RE, re.Pattern)
-    assert _parameters(RequestResponseCycle.send) == ["self", "message"]
-    state = ("response_started", "waiting_for_100_continue", "expected_content_length", "chunked_encoding")
-    settings = ("flow", "disconnected", "access_log", "keep_alive", "default_headers", "transport")
-    cycle_source = inspect.getsource(RequestResponseCycle.__init__)
-    assert all(re.search(rf"self\.{name}\b[^=\n]*=", cycle_source) for name in (*state, *settings))
-    assert issubclass(PreparedHeadCycle, RequestResponseCycle) and "__slots__" not in vars(RequestResponseCycle)
 
 
 @internal(
