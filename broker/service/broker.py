@@ -443,7 +443,8 @@ class Broker:
                     extra={"session": session_id, "client": connection.client_id, "code": exc.code},
                 )
                 return
-            await self.fanout.follow_write(hub, new, written)
+            if not self.fanout.followed_at_once(hub, new, written):
+                await self.fanout.follow_write(hub, new, written)
             if hub.watchers:
                 self.inbox.observe(new, written.seq)
         finally:

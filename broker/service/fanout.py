@@ -119,13 +119,8 @@ class Fanout:
         """Make ``head`` the local clients' view (under ``hub.lock``). When the questionnaire
         shown so far goes, its clients get ``closed`` first, with its final state: ``ended``
         if that is it, else read from the store."""
-        previous, shown = hub.shown, head.state
-        if (
-            hub.clients
-            and previous is not None
-            and (shown is None or shown.id != previous.id)
-            and (ended is None or ended.id != previous.id)
-        ):
+        previous = hub.shown
+        if previous is not None and _needs_read(hub, head, ended):
             ended = await self.store.load(hub.session_id, previous.id)
         _show_known(hub, head, ended)
 
@@ -136,20 +131,14 @@ class Fanout:
         the session as of that write exactly, so it shows without a read, whatever notices
         of earlier writes are still on their way (they are then skipped as seen)."""
         async with hub.lock:
-            if not hub.clients:
-                return
-            if written.seq and hub.seq is not None and written.seq <= hub.seq:
-                return  # a read or a notice already showed this write
-            previous = hub.shown
-            if written.seq and previous is not None and previous.id == new.id:
-                # The shown questionnaire was the head and stays it while open.
-                if not new.is_terminal:
-                    _show_known(hub, Head(new, written.seq), None)
-                    return
-                if written.head is not None:
-                    _show_known(hub, written.head, new)
-                    return
-            await self._show(hub, await self.store.head(hub.session_id), ended=new)
+            if not _followed_known(hub, new, written):
+                await self._show(hub, await self.store.head(hub.session_id), ended=new)
+
+    def followed_at_once(self, hub: SessionHub, new: Questionnaire, written: Written) -> bool:
+        """``follow_write`` done now, without a coroutine, when it needs no read and the hub's
+        lock is free (nothing runs between taking and releasing it then); False: await
+        ``follow_write``. The path of nearly every answer."""
+        return hub.lock.free() and _followed_known(hub, new, written)
 
     async def on_notice(self, notice: Notice) -> None:
         """The store's handler for a notice of a write to a session subscribed to."""
@@ -173,6 +162,14 @@ class Fanout:
             and shown.version >= notice.version
         ):
             return  # an unnumbered notice (an older broker) of what is already shown
+        seq = hub.seq
+        if notice.seq and seq is not None and notice.seq == seq + 1 and hub.clients and hub.lock.free():
+            # The next write, shown without a read while the lock is free (nothing runs
+            # between taking and releasing it then): no coroutine for the usual notice.
+            follows = _following(hub.shown, notice)
+            if follows is not None and not _needs_read(hub, *follows):
+                _show_known(hub, *follows)
+                return
         async with hub.lock:
             if not hub.clients:
                 return  # still joining: the newcomer's read comes after this write
@@ -259,6 +256,37 @@ def _following(previous: Questionnaire | None, notice: Notice) -> tuple[Head, Qu
         state = _carried(notice)
         return None if state is None else (Head(state, notice.seq), None)
     return Head(previous, notice.seq), None  # behind the head: the head stays
+
+
+def _followed_known(hub: SessionHub, new: Questionnaire, written: Written) -> bool:
+    """``follow_write``'s work when what to show is known without a read (True: done); the
+    caller holds the hub's lock, or runs with no wait while it is free."""
+    if not hub.clients:
+        return True
+    if written.seq and hub.seq is not None and written.seq <= hub.seq:
+        return True  # a read or a notice already showed this write
+    previous = hub.shown
+    if written.seq and previous is not None and previous.id == new.id:
+        # The shown questionnaire was the head and stays it while open.
+        if not new.is_terminal:
+            _show_known(hub, Head(new, written.seq), None)
+            return True
+        if written.head is not None:
+            _show_known(hub, written.head, new)
+            return True
+    return False
+
+
+def _needs_read(hub: SessionHub, head: Head, ended: Questionnaire | None) -> bool:
+    """Whether showing ``head`` needs the final state of the questionnaire shown so far
+    read from the store: it goes, and ``ended`` is not it."""
+    previous, shown = hub.shown, head.state
+    return (
+        bool(hub.clients)
+        and previous is not None
+        and (shown is None or shown.id != previous.id)
+        and (ended is None or ended.id != previous.id)
+    )
 
 
 def _show_known(hub: SessionHub, head: Head, ended: Questionnaire | None) -> None:

@@ -75,11 +75,26 @@ def whole_data_frame(protocol: Protocol, data: bytes) -> tuple[bool, bytes] | No
         start = 8
     else:
         return None
-    if size != start + length or _too_large(protocol, length):
+    if size != start + length:
+        return None
+    # Over websockets' own limits (it fails such a frame with 1009): the limit for a message
+    # and the one for a fragment.
+    limit = protocol.max_message_size
+    if limit is not None and length > limit:
+        return None
+    limit = protocol.max_fragment_size
+    if limit is not None and length > limit:
         return None
     if protocol.state is not State.OPEN or protocol.extensions or protocol.current_size is not None:
         return None
-    if not _between_frames(protocol):
+    # websockets has consumed every byte it was given and waits for a new frame (not for the
+    # rest of one whose head it read). (Inline: this runs for every frame a client sends.)
+    if protocol.reader.buffer:
+        return None
+    waiting: Any = protocol.parser  # a generator: gi_yieldfrom leads to the one that waits
+    while (inner := waiting.gi_yieldfrom) is not None:
+        waiting = inner
+    if waiting.gi_code is not _BETWEEN_FRAMES:
         return None
     return text, apply_mask(data[start:], data[start - 4 : start])
 
@@ -98,21 +113,3 @@ def server_frame(protocol: Protocol, payload: bytes, text: bool) -> bytes | None
     else:
         head = bytes((_TEXT if text else _BINARY, 127)) + length.to_bytes(8, "big")
     return head + payload
-
-
-def _too_large(protocol: Protocol, length: int) -> bool:
-    """Over websockets' own limits (it fails such a frame with 1009): the limit for a message
-    and the one for a fragment."""
-    message, fragment = protocol.max_message_size, protocol.max_fragment_size
-    return (message is not None and length > message) or (fragment is not None and length > fragment)
-
-
-def _between_frames(protocol: Protocol) -> bool:
-    """websockets has consumed every byte it was given and waits for a new frame (not for
-    the rest of one whose head it read)."""
-    if protocol.reader.buffer:
-        return False
-    waiting: Any = protocol.parser  # a generator: gi_yieldfrom leads to the one that waits
-    while (inner := waiting.gi_yieldfrom) is not None:
-        waiting = inner
-    return waiting.gi_code is _BETWEEN_FRAMES

@@ -56,7 +56,7 @@ class InboxConnection(WebsocketConnection):
         await broker.inbox.watch(self)
         self._hold(claims)
 
-    async def _frame(self, payload: str | bytes) -> None:
+    def _frame(self, payload: str | bytes) -> None:
         metrics = self.broker.metrics
         try:
             value = frames.decode(payload, self.codec)

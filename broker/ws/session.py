@@ -9,6 +9,8 @@ subprotocol, session id) are broker/ws/handshake.py's.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Coroutine
+from typing import Any
 
 from broker.core import frames
 from broker.core.errors import BrokerError
@@ -48,27 +50,27 @@ class ClientConnection(WebsocketConnection):
         await broker.join(self)
         self._hold(claims)
 
-    async def _frame(self, payload: str | bytes) -> None:
+    def _frame(self, payload: str | bytes) -> Coroutine[Any, Any, None] | None:
         broker = self.broker
         # The usual answer in one pass (core/plain_answer.py); any other frame is read here.
         plain = plain_answer(payload) if type(payload) is str and self.codec == "json" else None
         if plain is not None:
             broker.metrics.frame_count["answer"].inc()
-            await broker.command(self, plain)
-            return
+            return broker.command(self, plain)
         try:
             frame = frames.parse_client_frame(frames.decode(payload, self.codec))
         except BrokerError as exc:
             broker.metrics.errors.labels(exc.code).inc()
             self.deliver(Encoded(frames.refusal(exc)))
-            return
+            return None
         broker.metrics.frame_count[frames.frame_type(frame)].inc()
         if isinstance(frame, frames.Ping):
             self.deliver(Encoded(frames.pong()))
         elif isinstance(frame, frames.Hello):
             self.deliver(Encoded(frames.error("bad_frame", "hello was already received", frame.ref)))
         else:
-            await broker.command(self, frame)
+            return broker.command(self, frame)
+        return None
 
     async def _leave(self) -> None:
         with contextlib.suppress(Exception):

@@ -97,3 +97,27 @@ async def test_an_exception_in_the_block_leaves_it_and_frees_the_lock() -> None:
     assert not lock.locked()
     async with lock:
         assert lock.locked()
+
+
+async def test_a_lock_is_free_only_with_no_holder_and_no_one_waiting_for_its_turn() -> None:
+    lock = HubLock()
+    assert lock.free()
+    turns: list[bool] = []
+
+    async def hold() -> None:
+        async with lock:
+            turns.append(lock.free())
+            await asyncio.sleep(0)
+
+    first = asyncio.ensure_future(hold())
+    await asyncio.sleep(0)  # the first holds it
+    second = asyncio.ensure_future(hold())
+    await asyncio.sleep(0)  # the second waits for its turn
+    assert not lock.free()
+    for _ in range(3):
+        await asyncio.sleep(0)
+        if first.done() and not second.done():
+            # released, the second woken but not yet in: async with would wait behind it
+            assert lock.locked() or not lock.free()
+    await asyncio.gather(first, second)
+    assert turns == [False, False] and lock.free()
