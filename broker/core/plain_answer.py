@@ -45,7 +45,8 @@ def plain_answer(data: str) -> CommandFrame | None:
     """The answer a JSON text frame ``data`` carries, when it is plain; None for any other."""
     try:
         answer = _decode(data)
-    except msgspec.DecodeError:  # (ValidationError is one)
+    # (ValidationError is a DecodeError; an older msgspec raises UnicodeDecodeError on bad UTF-8)
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     ref = answer.ref
     if answer.step > _UNSIGNED_MAX or (type(ref) is int and not _SIGNED_MIN <= ref <= _UNSIGNED_MAX):

@@ -59,7 +59,8 @@ def plain_start(body: bytes) -> StartInput | None:
     """The start ``body`` asks for, when it is plain; None for any other body."""
     try:
         start = _decode(body)
-    except msgspec.DecodeError:  # (ValidationError is one)
+    # (ValidationError is a DecodeError; an older msgspec raises UnicodeDecodeError on bad UTF-8)
+    except (msgspec.DecodeError, UnicodeDecodeError):
         return None
     questions: list[Question] = []
     question_ids: set[str] = set()
