@@ -37,8 +37,14 @@ Redis runs. Three more tools look inside one answer:
   cold (see "What the numbers mean"), and this shows a change to that path within seconds,
   a few microseconds apart, where the latency runs' noise is tens;
 - `python bench/instructions.py [--store redis]` counts the instructions the brokers run per
-  questionnaire under valgrind's callgrind: a figure no other tenant of the machine can move
-  (the same within 0.3% run to run), to compare two versions of the broker on any machine.
+  questionnaire under valgrind's callgrind: a figure no other tenant of the machine can move,
+  to compare two versions of the broker on any machine. Its second column takes out the
+  brokers' clock-driven work (counted over an idle window first, times the run's length):
+  under callgrind a run's length follows the machine's load, and the raw count with it (the
+  same code 2.32 M and 2.44 M per questionnaire on Redis an hour apart; the second column
+  2,296,901 and 2,299,179 for runs of 21 s and 57 s). On Redis it also prints redis-server's
+  CPU and `INFO commandstats` per questionnaire (`bench/redis_stats.py`);
+  `bench/capacity_idle.py` gives the same for an idle connected client, per second.
 
 `python bench/inbox.py` measures the inbox at the scale it must hold (10,000 open
 questionnaires, 1,000 inbox sockets, 3 brokers); its run is the last section of this page,
