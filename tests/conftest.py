@@ -12,6 +12,10 @@ as soon as a worker is free instead of several finishing the run one after anoth
 
 from __future__ import annotations
 
+import signal
+import warnings
+from collections.abc import Iterator
+
 import pytest
 from hypothesis import HealthCheck, settings
 
@@ -32,3 +36,17 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 def sid() -> str:
     """A fresh session id: tests isolate themselves by session, never by broker."""
     return new_sid()
+
+
+@pytest.fixture(autouse=True)
+def _ctrl_c_reaches_the_programs_tests_start() -> Iterator[None]:
+    """Every program a test starts inherits its worker's SIGINT disposition and signal mask:
+    a test that leaves SIGINT ignored or blocked makes the worker's later programs deaf to
+    Ctrl-C (the `qbroker ask` Ctrl-C tests then wait in vain). Put it back, and name the test."""
+    yield
+    handler = signal.getsignal(signal.SIGINT)
+    blocked = signal.SIGINT in signal.pthread_sigmask(signal.SIG_BLOCK, [])
+    if handler is not signal.default_int_handler or blocked:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGINT])
+        warnings.warn(f"the test left SIGINT {'blocked' if blocked else handler!r}; put back", stacklevel=1)
