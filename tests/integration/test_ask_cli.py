@@ -56,9 +56,19 @@ class Command:
         try:
             stdout, stderr = await asyncio.wait_for(self.process.communicate(), timeout)
         except TimeoutError:
-            self.process.kill()
-            await self.process.wait()
-            raise
+            # Say why it still runs: its signal state (is SIGINT ignored or blocked?) and,
+            # from faulthandler (PYTHONFAULTHANDLER) on SIGABRT, where each thread waits.
+            status = Path(f"/proc/{self.process.pid}/status")
+            signals = [line for line in status.read_text().splitlines() if line.startswith("Sig")]
+            self.process.send_signal(signal.SIGABRT)
+            try:
+                _, stderr = await asyncio.wait_for(self.process.communicate(), QUICK)
+            except TimeoutError:
+                self.process.kill()
+                _, stderr = await self.process.communicate()
+            raise AssertionError(
+                f"still running after {timeout} s; {signals}; {''.join(self.stderr_lines)}{stderr.decode()}"
+            ) from None
         assert self.process.returncode is not None
         return Done(self.process.returncode, stdout.decode(), "".join(self.stderr_lines) + stderr.decode())
 
@@ -73,6 +83,7 @@ async def qbroker(
 ) -> Command:
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("QBROKER_")}, **(env or {})}
     env["PYTHONPATH"] = str(REPO_ROOT)
+    env["PYTHONFAULTHANDLER"] = "1"  # a command that hangs says where (Command.finish)
     if auth:
         env["QBROKER_TOKEN"] = token(sid, "agent")  # the default for --token
     process = await asyncio.create_subprocess_exec(
