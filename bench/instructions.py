@@ -105,6 +105,9 @@ def main() -> int:
     parser.add_argument(
         "--commands-only", action="store_true", help="Redis's figures alone: the brokers run without callgrind (fast)"
     )
+    parser.add_argument(
+        "--keep", type=Path, help="a directory to keep callgrind's dumps in (read them with callgrind_annotate)"
+    )
     args = parser.parse_args()
     if args.count < 1 or args.warm_up < 1 or args.sessions < 1:
         parser.error("--count, --warm-up and --sessions must be positive")
@@ -119,6 +122,10 @@ def main() -> int:
             print("instructions: --store redis needs redis-server on PATH", file=sys.stderr)
             return 2
         counted = _count(args, Path(tmp), redis_url if args.store == "redis" else None)
+        if args.keep is not None:
+            args.keep.mkdir(parents=True, exist_ok=True)
+            for dump in Path(tmp).glob("broker-*.callgrind*"):
+                shutil.copy(dump, args.keep / dump.name)
     if counted.totals:
         names = ["the agent's broker", "the clients' broker"] if len(counted.totals) == 2 else ["the broker"]
         print(f"store: {args.store}; {args.count} questionnaires of 3 questions, {args.sessions} session(s)")

@@ -43,7 +43,8 @@ Redis runs. Three more tools look inside one answer:
   under callgrind a run's length follows the machine's load, and the raw count with it (the
   same code 2.32 M and 2.44 M per questionnaire on Redis an hour apart; the second column
   2,296,901 and 2,299,179 for runs of 21 s and 57 s). On Redis it also prints redis-server's
-  CPU and `INFO commandstats` per questionnaire (`bench/redis_stats.py`);
+  CPU and `INFO commandstats` per questionnaire (`bench/redis_stats.py`); `--keep DIR` keeps
+  callgrind's dumps, to read with `callgrind_annotate` (which C functions, and whose, took them);
   `bench/capacity_idle.py` gives the same for an idle connected client, per second.
 
 `python bench/inbox.py` measures the inbox at the scale it must hold (10,000 open
