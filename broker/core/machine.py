@@ -160,10 +160,16 @@ class Questionnaire(msgspec.Struct, frozen=True):
 
     def to_record(self) -> dict[str, Any]:
         """A plain-data form for the stores (msgpack/JSON-friendly)."""
+        record = self.to_record_but_questions()
+        record["questions"] = list(map(Question.to_wire, self.questions))
+        return record
+
+    def to_record_but_questions(self) -> dict[str, Any]:
+        """``to_record`` without its questions, which never change once a questionnaire
+        starts (broker/store/records.py packs them once)."""
         return {
             "id": self.id,
             "sessionId": self.session_id,
-            "questions": list(map(Question.to_wire, self.questions)),
             "createdAt": self.created_at,
             "updatedAt": self.updated_at,
             "status": self.status,

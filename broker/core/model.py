@@ -78,7 +78,9 @@ class Option(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
         return wire
 
 
-class Question(msgspec.Struct, frozen=True, dict=True):
+class Question(msgspec.Struct, frozen=True, dict=True, rename="camel"):
+    # (rename: msgspec spells the fields as the wire does, so a stored record's questions
+    # decode straight into Question values: broker/store/records.py.)
     id: str
     label: str
     prompt: str

@@ -140,20 +140,32 @@ class Fanout:
         ``follow_write``. The path of nearly every answer."""
         return hub.lock.free() and _followed_known(hub, new, written)
 
-    async def on_notice(self, notice: Notice) -> None:
-        """The store's handler for a notice of a write to a session subscribed to."""
+    def on_notice(self, notice: Notice) -> Coroutine[Any, Any, None] | None:
+        """The store's handler for a notice of a write to a session subscribed to: None when
+        the notice is dealt with at once (the usual one: no coroutine made), else the work
+        left, to await."""
         if self.inbox_notice is not None:
-            await self.inbox_notice(notice)
+            return self._heard_after_the_inbox(notice)
+        return self._heard(notice)
+
+    async def _heard_after_the_inbox(self, notice: Notice) -> None:
+        assert self.inbox_notice is not None
+        await self.inbox_notice(notice)
+        work = self._heard(notice)
+        if work is not None:
+            await work
+
+    def _heard(self, notice: Notice) -> Coroutine[Any, Any, None] | None:
         hub = self.hubs.get(notice.session_id)
         if hub is None:
-            return
+            return None
         hub.heard = max(hub.heard, notice.seq)
         if hub.waiters and (notice.status is None or notice.status in machine.OUTCOMES):
             hub.poke(_carried(notice))  # without the state, they read the store
         if not hub.clients and not hub.joining:
-            return  # only agent calls wait here
+            return None  # only agent calls wait here
         if notice.seq and hub.seq is not None and notice.seq <= hub.seq:
-            return  # already shown (usually our own write)
+            return None  # already shown (usually our own write)
         shown = hub.shown
         if (
             not notice.seq
@@ -161,7 +173,7 @@ class Fanout:
             and shown.id == notice.questionnaire_id
             and shown.version >= notice.version
         ):
-            return  # an unnumbered notice (an older broker) of what is already shown
+            return None  # an unnumbered notice (an older broker) of what is already shown
         seq = hub.seq
         if notice.seq and seq is not None and notice.seq == seq + 1 and hub.clients and hub.lock.free():
             # The next write, shown without a read while the lock is free (nothing runs
@@ -169,7 +181,10 @@ class Fanout:
             follows = _following(hub.shown, notice)
             if follows is not None and not _needs_read(hub, *follows):
                 _show_known(hub, *follows)
-                return
+                return None
+        return self._show_heard(hub, notice)
+
+    async def _show_heard(self, hub: SessionHub, notice: Notice) -> None:
         async with hub.lock:
             if not hub.clients:
                 return  # still joining: the newcomer's read comes after this write

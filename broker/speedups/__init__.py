@@ -12,7 +12,9 @@ release moves one.
 - ``http_protocol``: uvicorn's httptools protocol, writing a response's head and body in
   one write instead of two (one system call and one TCP segment fewer per agent call).
 - ``redis_wire``: packs Redis commands and reads replies for the store's hot commands
-  without redis-py's generic packer and response parser, on redis-py's own connections.
+  without redis-py's generic packer and response parser (the write scripts' calls packed
+  in one format, not by hiredis argument by argument), and hands a notice to its handler
+  as it is read rather than waking the notice link's reader task for it.
 
 The websocket transport reaches into uvicorn's and websockets' internals too; it lives with
 the sockets it serves, in ``broker/ws/`` (``transport``: the protocol class extending

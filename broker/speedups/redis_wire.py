@@ -28,10 +28,11 @@ The store's notice links use ``NoticeConnection`` (below) on the same terms.
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 from collections import deque
-from collections.abc import Callable
-from typing import Any, Final, TypeVar
+from collections.abc import Callable, Coroutine
+from typing import Any, Final, NamedTuple, TypeVar
 
 import hiredis
 from redis.asyncio.connection import parse_url
@@ -52,6 +53,8 @@ from redis.typing import EncodableT
 from broker.speedups.eager import Resumable
 
 _P = TypeVar("_P", bound=asyncio.Protocol)
+
+logger = logging.getLogger(__name__)
 
 RETRY_PAUSE: Final = 0.05  # seconds before the one retry on a new connection (redis-py's backoff)
 
@@ -207,6 +210,39 @@ class _Connection(_RespSocket):
                 self._loop.call_soon(future.resume)  # (not here: the failure is still unwinding)
 
 
+_EVALSHA_HEADS: dict[tuple[str, int, int], bytes] = {}  # (sha, keys, arguments) -> the command's start
+_BULK_HEADS: dict[int, bytes] = {}  # a length -> the head of a bulk string that long
+_BULK_HEADS_KEPT: Final = 65536  # (shorter ones only: a record's size varies little)
+
+
+def pack_evalsha(sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
+    """``EVALSHA sha len(keys) *keys *args`` packed as hiredis.pack_command packs it, for
+    arguments that are bytes already: the store's write scripts, whose ~1 kB record and
+    handful of short arguments hiredis copies three times and measures with sprintf (~1,500
+    instructions an argument). Here, the command's start is made once per script and shape,
+    each argument's head once per length, and the parts joined."""
+    head = _EVALSHA_HEADS.get((sha, len(keys), len(args)))
+    if head is None:
+        start = hiredis.pack_command(("EVALSHA", sha, len(keys)))  # type: ignore[arg-type]
+        head = b"*%d" % (3 + len(keys) + len(args)) + start[start.index(b"\r\n") :]
+        if len(_EVALSHA_HEADS) < 256:  # (a few scripts, a few shapes each)
+            _EVALSHA_HEADS[(sha, len(keys), len(args))] = head
+    parts = [head]
+    heads = _BULK_HEADS
+    for item in keys:
+        parts += (heads.get(len(item)) or _bulk_head(len(item)), item, b"\r\n")
+    for item in args:
+        parts += (heads.get(len(item)) or _bulk_head(len(item)), item, b"\r\n")
+    return b"".join(parts)
+
+
+def _bulk_head(length: int) -> bytes:
+    head = b"$%d\r\n" % length
+    if length < _BULK_HEADS_KEPT:
+        _BULK_HEADS[length] = head
+    return head
+
+
 class RedisWire:
     """Commands to one Redis over one pipelined connection, (re)opened when needed."""
 
@@ -260,8 +296,15 @@ class RedisWire:
             packed = hiredis.pack_command(args)  # type: ignore[arg-type]  # (its stub says a 1-tuple)
         except TypeError as exc:
             raise DataError(f"cannot send {args[0]!r}: {exc}") from exc
+        return await self.execute_packed(packed)
+
+    async def execute_packed(self, packed: bytes) -> Any:
+        """``execute`` for a command already packed (``pack_evalsha``)."""
+        connection = self._connection
         try:
-            return await (await self._open()).call(packed)
+            if connection is None or not connection.usable:  # (else no coroutine to open it)
+                connection = await self._open()
+            return await connection.call(packed)
         except (RedisConnectionError, RedisTimeoutError):
             if self._closed:
                 raise
@@ -349,6 +392,9 @@ class NoticeConnection(_RespSocket):
         self._wire = wire
         self._replies: deque[Any] = deque()
         self._waiter: asyncio.Future[None] | None = None
+        # What handles a published message at once, as it is read (``Link``), while the reader
+        # waits with nothing queued: no task woken, no timer made, for the usual notice.
+        self.direct: Callable[[Any], Coroutine[Any, Any, None] | None] | None = None
         # Python 3.11's get_running_loop() makes a getpid() system call: not once per notice.
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -412,11 +458,29 @@ class NoticeConnection(_RespSocket):
         self._fail(RedisConnectionError("Connection closed."))
 
     def _received(self, reply: Any) -> bool:
+        direct = self.direct
+        if (
+            direct is not None
+            and self._waiter is not None  # (the reader is idle: not amid another's work)
+            and not self._replies
+            and type(reply) is list
+            and len(reply) == 3
+            and reply[0] in _MESSAGES
+        ):
+            try:
+                work = direct(reply)
+            except Exception:
+                logger.exception("redis notice handler failed")
+                return True
+            if work is not None:  # the reader awaits it, and whatever comes meanwhile after it
+                self._replies.append(Deferred(work))
+            return True
         self._replies.append(reply)
         return True
 
     def _read_all(self) -> None:
-        _settle(self._waiter)
+        if self._replies:
+            _settle(self._waiter)
 
     def _writable(self) -> asyncio.Transport:
         if self._transport is None or self._failure is not None:
@@ -426,6 +490,16 @@ class NoticeConnection(_RespSocket):
     def _fail(self, error: RedisError) -> None:
         super()._fail(error)
         _settle(self._waiter)
+
+
+_MESSAGES: Final = frozenset((b"message", b"smessage"))  # (pub/sub, sharded pub/sub)
+
+
+class Deferred(NamedTuple):
+    """What ``read_response`` hands over for a message handled at once whose handler left
+    work to await (the reader awaits it, in its turn)."""
+
+    work: Coroutine[Any, Any, None]
 
 
 def _settle(waiter: asyncio.Future[None] | None) -> None:

@@ -163,7 +163,8 @@ class SessionInbox(msgspec.Struct, frozen=True):
     seq: int = 0
 
 
-NoticeHandler = Callable[[Notice], Coroutine[Any, Any, None]]
+# A notice's handler: None when it dealt with the notice at once, else the work left to await.
+NoticeHandler = Callable[[Notice], Coroutine[Any, Any, None] | None]
 ReconnectHandler = Callable[[], Awaitable[None]]
 # A change of who is connected to a session: its id and its connected clients now.
 PresenceHandler = Callable[[str, int], Coroutine[Any, Any, None]]

@@ -446,7 +446,8 @@ class MemoryStore(Store):
             return  # closed meanwhile
         notice = Notice(state.session_id, state.id, state.version, state.status, seq, Record.of(state), head)
         try:
-            task = eagerly(self._on_notice(notice))  # usually done at once: no task
+            work = self._on_notice(notice)  # usually done at once: None
+            task = None if work is None else eagerly(work)
         except Exception:
             log.exception("notice handler failed")
             return

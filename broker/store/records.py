@@ -6,7 +6,9 @@ once a questionnaire starts, so a process keeps, for the questionnaires it has s
 their questions packed (a write packs the rest and appends them) and built (a record whose
 questions equal them reuses them instead of building some forty objects again). A record
 packed here ends with those very bytes, so for one of a known questionnaire only the rest is
-decoded.
+decoded. One packed so by another process, of a questionnaire not known here yet, has its
+questions found as bytes and decoded straight into Question values (msgspec, typed: no dict
+per question and option to build them from), and is known from then on.
 
 A questionnaire is forgotten as soon as a record of it ends it (no write follows an end):
 its forty-odd objects are freed while they are still in the processor's cache, not a
@@ -17,7 +19,7 @@ a Redis broker's CPU went to that, on the path of every start).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import msgspec
 
@@ -59,8 +61,17 @@ _ID_HEAD: Final = _WHOLE_HEAD + to_msgpack("id")
 
 class _Known(NamedTuple):
     questions: tuple[Question, ...]
-    wire: list[dict[str, Any]]  # as a record spells them
-    tail: bytes  # how a record packed here ends: the "questions" key, then ``wire`` packed
+    tail: bytes  # how a record packed here ends: the "questions" key, then the questions packed
+
+
+class _QuestionsOnly(msgspec.Struct):
+    questions: msgspec.Raw  # (the other fields are skipped, not decoded)
+
+
+# A record's questions, found without decoding the rest, and decoded straight into Question
+# values (no dict per question and option, no Python to build them from those).
+_questions_of: Final = msgspec.msgpack.Decoder(_QuestionsOnly).decode
+_decode_questions: Final = msgspec.msgpack.Decoder(tuple[Question, ...]).decode
 
 
 class Records:
@@ -73,11 +84,7 @@ class Records:
         self._known: OrderedDict[str, _Known] = OrderedDict()
 
     def pack(self, state: Questionnaire) -> bytes:
-        record = state.to_record()
-        del record["questions"]  # (a list of the questions' own wire forms: nothing is copied)
-        rest = to_msgpack(record)
-        if not rest.startswith(_REST_HEAD):  # (a field added to records: pack it all)
-            return to_msgpack(state.to_record())
+        rest = to_msgpack(state.to_record_but_questions())  # (starts with _REST_HEAD)
         if state.is_terminal:  # its last write: used once more, then forgotten
             known = self._known.pop(state.id, None)
             if known is None or known.questions is not state.questions:
@@ -90,18 +97,23 @@ class Records:
 
     def unpack(self, packed: bytes) -> Questionnaire:
         known = self._known_by_tail(packed)
+        fresh = known is None
+        if fresh:
+            known = self._packed_alike(packed)
         if known is not None:  # only the rest to decode: a twelfth of the objects
             rest = from_msgpack(_REST_HEAD + packed[len(_WHOLE_HEAD) : len(packed) - len(known.tail)])
             state = Questionnaire.from_record(rest, known.questions)
-        else:
+            if fresh and not state.is_terminal:
+                self._keep(state.id, known)
+        else:  # (a record of a broker before this layout)
             record = from_msgpack(packed)
             known = self._known.get(record["id"]) if type(record) is dict else None
-            if known is not None and known.wire == record["questions"]:
+            if known is not None and [q.to_wire() for q in known.questions] == record["questions"]:
                 state = Questionnaire.from_record(record, known.questions)
             else:
                 state = Questionnaire.from_record(record)
                 if not state.is_terminal:
-                    self._remember(state.id, state.questions, record["questions"])
+                    self._remember(state.id, state.questions)
         if state.is_terminal:
             self._known.pop(state.id, None)
         return state
@@ -125,12 +137,25 @@ class Records:
             return None
         return known if known is not None and packed.endswith(known.tail) else None
 
-    def _remember(
-        self, questionnaire_id: str, questions: tuple[Question, ...], wire: list[dict[str, Any]] | None = None
-    ) -> _Known:
-        """Keep ``questions``; ``wire``: their wire forms as a record just spelled them (they
-        built ``questions``), so that they need not be spelled again."""
-        known = _spelled(questions, wire)
+    def _packed_alike(self, packed: bytes) -> _Known | None:
+        """The questions of a record packed as this process packs them (its id first, its
+        questions last), by another process: decoded, and the bytes they end it with."""
+        if not packed.startswith(_ID_HEAD):
+            return None
+        try:
+            raw = bytes(_questions_of(packed).questions)
+            tail = _QUESTIONS_KEY + raw
+            if not packed.endswith(tail):
+                return None
+            return _Known(_decode_questions(raw), tail)
+        except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
+            return None  # (decoded whole instead, which says what is wrong)
+
+    def _remember(self, questionnaire_id: str, questions: tuple[Question, ...]) -> _Known:
+        """Keep ``questions``."""
+        return self._keep(questionnaire_id, _spelled(questions))
+
+    def _keep(self, questionnaire_id: str, known: _Known) -> _Known:
         remembered = self._known
         remembered[questionnaire_id] = known
         remembered.move_to_end(questionnaire_id)
@@ -139,8 +164,6 @@ class Records:
         return known
 
 
-def _spelled(questions: tuple[Question, ...], wire: list[dict[str, Any]] | None = None) -> _Known:
-    """``questions`` with their wire forms (``wire``, or spelled now) and those packed."""
-    if wire is None:
-        wire = [question.to_wire() for question in questions]
-    return _Known(questions, wire, _QUESTIONS_KEY + to_msgpack(wire))
+def _spelled(questions: tuple[Question, ...]) -> _Known:
+    """``questions`` with their wire forms packed."""
+    return _Known(questions, _QUESTIONS_KEY + to_msgpack([question.to_wire() for question in questions]))

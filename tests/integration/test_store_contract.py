@@ -1071,7 +1071,7 @@ async def test_a_store_keeps_a_write_of_its_own_only_when_its_notice_will_come(r
     aborted = advanced(opened, machine.Abort())
     assert await store.compare_and_set(aborted, opened.version)
 
-    assert list(store._own_writes.states.values()) == [aborted]  # an outcome: its notice comes here
+    assert [kept.state for kept in store._own_writes.states.values()] == [aborted]  # an outcome: its notice comes here
     await store.close()
 
 
@@ -1084,7 +1084,7 @@ async def test_a_store_keeps_only_its_latest_writes_whose_notices_did_not_come(
     await store.subscribe(sid)
     states = [await store.create(new_questionnaire(sid)) for _ in range(5)]
 
-    assert list(store._own_writes.states.values()) == states[-3:]
+    assert [kept.state for kept in store._own_writes.states.values()] == states[-3:]
     await store.close()
 
 

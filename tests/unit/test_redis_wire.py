@@ -15,10 +15,12 @@ from typing import Any
 
 import hiredis
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from redis import exceptions as redis_errors
 
 from broker.speedups.eager import Resuming, eagerly
-from broker.speedups.redis_wire import NoticeConnection, RedisWire
+from broker.speedups.redis_wire import NoticeConnection, RedisWire, pack_evalsha
 from tests.helpers.waiting import eventually
 
 BOUND = 5.0  # seconds any one await here may take before the test fails rather than hangs
@@ -257,6 +259,18 @@ async def test_arguments_of_every_kind_reach_the_server_as_redis_encodes_them(
     async with asyncio.timeout(BOUND):
         await wire.execute("EVALSHA", "abc", 2, "k\u00e9y", b"\x00\xff", 1.5)
     assert server.commands == [[b"EVALSHA", b"abc", b"2", "k\u00e9y".encode(), b"\x00\xff", b"1.5"]]
+
+
+@given(
+    sha=st.text("0123456789abcdef", min_size=40, max_size=40),
+    keys=st.lists(st.binary(max_size=80), max_size=3),
+    args=st.lists(st.binary(max_size=2000), max_size=12),
+)
+def test_a_script_call_packed_here_is_the_command_hiredis_packs(sha: str, keys: list[bytes], args: list[bytes]) -> None:
+    # (The write scripts' packer: byte for byte what the server would read from hiredis, for
+    # every shape, the same shape twice too: its start is kept.)
+    for _ in range(2):
+        assert pack_evalsha(sha, keys, args) == hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args))
 
 
 # --- error replies -------------------------------------------------------------------------
@@ -591,6 +605,53 @@ async def test_a_notice_connection_read_returns_none_when_its_time_runs_out(
         assert await notices.read_response(timeout=0.05) is None
         server.send(message(b"ch", b"late"))
         assert await notices.read_response(timeout=1.0) == [b"message", b"ch", b"late"]
+    assert notices.is_connected
+
+
+async def test_a_message_read_while_the_reader_waits_is_handled_at_once_and_its_work_queued_in_order(
+    server: FakeRedis, notices: NoticeConnection
+) -> None:
+    handled: list[bytes] = []
+
+    async def left_over() -> None:
+        handled.append(b"work of two")
+
+    def direct(reply: Any) -> Coroutine[Any, Any, None] | None:
+        handled.append(reply[2])
+        return left_over() if reply[2] == b"two" else None
+
+    notices.direct = direct
+    async with asyncio.timeout(BOUND):
+        read = asyncio.create_task(notices.read_response(timeout=5.0))
+        await eventually(lambda: notices._waiter is not None, "the read to wait for a reply", interval=0.005)
+        server.send(message(b"ch", b"one"))
+        await eventually(lambda: handled == [b"one"], "the first message handled as it was read", interval=0.005)
+        assert not read.done()  # (handled at once: the waiting reader was not woken)
+        # Work left to await goes to the reader; what comes meanwhile waits behind it, in order.
+        server.send(message(b"ch", b"two") + message(b"ch", b"three") + b"*2\r\n" + bulk(b"pong") + bulk(b""))
+        deferred = await read
+        assert handled == [b"one", b"two"]
+        await deferred.work
+        assert await notices.read_response(timeout=1.0) == [b"message", b"ch", b"three"]
+        assert await notices.read_response(timeout=1.0) == [b"pong", b""]  # (not a message: the reader's)
+    assert handled == [b"one", b"two", b"work of two"]
+
+
+async def test_a_message_handler_that_fails_is_logged_and_the_connection_reads_on(
+    server: FakeRedis, notices: NoticeConnection, caplog: pytest.LogCaptureFixture
+) -> None:
+    def direct(reply: Any) -> None:
+        raise RuntimeError("a bug")
+
+    notices.direct = direct
+    async with asyncio.timeout(BOUND):
+        read = asyncio.create_task(notices.read_response(timeout=5.0))
+        await eventually(lambda: notices._waiter is not None, "the read to wait for a reply", interval=0.005)
+        server.send(message(b"ch", b"one"))
+        await eventually(lambda: "redis notice handler failed" in caplog.text, "the failure logged", interval=0.005)
+        notices.direct = None
+        server.send(message(b"ch", b"two"))
+        assert await read == [b"message", b"ch", b"two"]
     assert notices.is_connected
 
 

@@ -268,7 +268,9 @@ async def test_a_notice_from_an_older_broker_makes_agents_and_clients_look_again
             cancelled = machine.apply(state, machine.Abort(), state.updated_at)
             assert await store.compare_and_set(cancelled, state.version)
 
-        await broker.fanout.on_notice(Notice(sid, state.id, cancelled.version))
+        work = broker.fanout.on_notice(Notice(sid, state.id, cancelled.version))
+        if work is not None:
+            await work
 
         status, body = await asyncio.wait_for(call, DEADLINE)
         assert status == 200 and body["details"]["status"] == "cancelled"
@@ -318,7 +320,9 @@ def hearing(store: CountingStore) -> list[str | None]:
 
     async def listening(notice: Notice) -> None:
         heard.append(notice.status)
-        await handler(notice)
+        work = handler(notice)
+        if work is not None:
+            await work
 
     store._on_notice = listening
     return heard

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
@@ -21,7 +21,7 @@ from redis.commands.core import AsyncScript
 from redis.exceptions import NoScriptError
 from redis.typing import EncodableT
 
-from broker.speedups.redis_wire import RedisWire
+from broker.speedups.redis_wire import RedisWire, pack_evalsha
 from broker.store.base import StoreUnavailable
 from broker.store.redis.connections import COMMAND_TIMEOUT, CONNECT_TIMEOUT, open_client, socket_options
 from broker.store.redis.sentinel import SentinelTarget, close_sentinels, open_master_client
@@ -85,9 +85,17 @@ class Commands:
         return self.client.register_script(script)
 
     async def write(
-        self, script: AsyncScript, keys: list[str], args: list[EncodableT], wrote: Callable[[Any], bool]
+        self, script: AsyncScript, keys: list[bytes], args: list[bytes], wrote: Callable[[Any], bool]
     ) -> Any:
-        """Run a write script; with a durability target, WAIT/WAITAOF on the same connection."""
+        """Run a write script (its keys and arguments all bytes: on the wire, packed here, by
+        ``pack_evalsha``); with a durability target, WAIT/WAITAOF on the same connection."""
+        wire = self.wire
+        if wire is not None:
+            try:
+                return await wire.execute_packed(pack_evalsha(script.sha, keys, args))
+            except NoScriptError:
+                await self._load(script)
+                return await wire.execute_packed(pack_evalsha(script.sha, keys, args))
         if self._wait is None or isinstance(self.client, RedisCluster):  # (refused on a cluster)
             return await self.run(script, keys, args)
         pipe = self.client.pipeline(transaction=False)  # one connection: WAIT counts its writes
@@ -100,7 +108,7 @@ class Commands:
             raise StoreUnavailable(f"redis store: the write was not acknowledged by {command} in time")
         return reply
 
-    async def run(self, script: AsyncScript, keys: list[str], args: list[EncodableT]) -> Any:
+    async def run(self, script: AsyncScript, keys: Sequence[EncodableT], args: Sequence[EncodableT]) -> Any:
         """EVALSHA straight through the client, without redis-py's per-call Script wrapper;
         on NOSCRIPT (SCRIPT FLUSH, a restarted or failed-over Redis) load the script, again."""
         wire = self.wire
@@ -109,11 +117,16 @@ class Commands:
                 return await wire.execute("EVALSHA", script.sha, len(keys), *keys, *args)
             return await self.client.execute_command("EVALSHA", script.sha, len(keys), *keys, *args)
         except NoScriptError:
-            if self.wire is None:
-                script.sha = await self.client.script_load(script.script)
-            else:
-                script.sha = bytes(await self.wire.execute("SCRIPT", "LOAD", script.script)).decode()
+            await self._load(script)
             return await self.command("EVALSHA", script.sha, len(keys), *keys, *args)
+
+    async def _load(self, script: AsyncScript) -> None:
+        """Load ``script`` into a Redis that does not have it (SCRIPT FLUSH, a restarted or
+        failed-over Redis)."""
+        if self.wire is None:
+            script.sha = await self.client.script_load(script.script)
+        else:
+            script.sha = bytes(await self.wire.execute("SCRIPT", "LOAD", script.script)).decode()
 
     async def command(self, *args: Any) -> Any:
         """One command, over the wire where there is one (its reply is the raw reply either way:

@@ -45,7 +45,13 @@ class reachable:  # used as ``with reachable("load"):``, like a function
 
     def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: object) -> None:
         if exc is not None and isinstance(exc, UNREACHABLE):
-            raise StoreUnavailable(f"redis store: {self.what} failed: {type(exc).__name__}: {exc}") from exc
+            raise unreachable(self.what, exc) from exc
+
+
+def unreachable(what: str, exc: BaseException) -> StoreUnavailable:
+    """What ``reachable`` raises, for a call too hot for even its three calls (a write:
+    ``except UNREACHABLE as exc: raise unreachable(...) from exc``)."""
+    return StoreUnavailable(f"redis store: {what} failed: {type(exc).__name__}: {exc}")
 
 
 def socket_options(unix: bool) -> dict[str, Any]:

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import suppress
 from typing import Any, Final, NamedTuple, Protocol
 
@@ -23,6 +23,7 @@ from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
+from broker.speedups.redis_wire import Deferred, NoticeConnection
 from broker.store.base import StoreUnavailable
 from broker.store.redis.connections import UNREACHABLE
 
@@ -56,8 +57,9 @@ class LinkOwner(Protocol):
     def confirmed(self, reply: Any) -> bytes | None:
         """The channel ``reply`` confirms a subscription to (resolving its waiter), else None."""
 
-    async def handle(self, link: Link, reply: Any) -> None:
-        """Act on one reply of ``link`` (a notice, a confirmation, a PONG, a drop); raises
+    def handle(self, link: Link, reply: Any) -> Coroutine[Any, Any, None] | None:
+        """Act on one reply of ``link`` (a notice, a confirmation, a PONG, a drop): None when
+        done at once (the usual notice), else the work left, to await; raises
         ``Unsubscribed`` when Redis dropped a channel the link still carries."""
 
     async def reconnected(self) -> None:
@@ -217,6 +219,9 @@ class Link:
                 await task
         await self.disconnect()
 
+    def _handle(self, reply: Any) -> Coroutine[Any, Any, None] | None:
+        return self._owner.handle(self, reply)
+
     def leaving(self, channel: bytes) -> bool:
         """Whether an unsubscription of ``channel`` is ours (and consume it)."""
         if self._leaving[channel] > 0:
@@ -230,23 +235,31 @@ class Link:
         while not self.retired:
             try:
                 while early:
-                    await self._owner.handle(self, early.pop(0))
+                    await _done(self._owner.handle(self, early.pop(0)))
                 connection = self.connection
                 if connection is None:
                     early = await self.connect()
                     delay = _BACKOFF_MIN
                     probing = False
                     while early:
-                        await self._owner.handle(self, early.pop(0))
+                        await _done(self._owner.handle(self, early.pop(0)))
                     if self.missed:
                         logger.info("redis notice connection %s re-established; re-reading state", self.name)
                         await self._owner.reconnected()
                         self.missed = False
                     continue
+                if isinstance(connection, NoticeConnection) and connection.direct is None:
+                    # (Set here, every notice read before handled: notices stay in order.)
+                    connection.direct = self._handle
                 reply = await connection.read_response(timeout=_IDLE_PROBE, push_request=True)
-                if reply is not None:
+                if type(reply) is Deferred:  # a notice handled as it was read: its work left
                     probing = False
-                    await self._owner.handle(self, reply)
+                    await reply.work
+                elif reply is not None:
+                    probing = False
+                    work = self._owner.handle(self, reply)
+                    if work is not None:
+                        await work
                 elif probing:
                     raise RedisTimeoutError("no answer to PING on the notice connection")
                 else:
@@ -279,3 +292,8 @@ class Link:
                     self.missed = True
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, _BACKOFF_MAX)
+
+
+async def _done(work: Coroutine[Any, Any, None] | None) -> None:
+    if work is not None:
+        await work

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections import OrderedDict
 from collections.abc import Callable, Container
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
 
 from broker.core.machine import Questionnaire
 from broker.store.base import NOTICE_STATE_LIMIT, Head, Notice, Record
@@ -60,9 +60,10 @@ def decode_presence(data: Any) -> tuple[str, int] | None:
     return session_id, clients
 
 
-def decode_notice(data: Any, record_of: Callable[[bytes], Record]) -> Notice | None:
+def decode_notice(data: Any, record_of: Callable[[bytes, str | None, int], Record]) -> Notice | None:
     """The notice in a published message, or None when it is not one (never raises);
-    ``record_of`` makes a record's bytes a ``Record`` (decoded when a receiver asks)."""
+    ``record_of`` makes a record's bytes (of a questionnaire and version, when known) a
+    ``Record`` (decoded when a receiver asks)."""
     try:
         fields = from_msgpack(data)
     except (ValueError, TypeError):
@@ -88,7 +89,7 @@ def decode_notice(data: Any, record_of: Callable[[bytes], Record]) -> Notice | N
         next_head = Head(None, seq)
     elif head is not None:
         try:
-            next_head = head_of(record_of(head).state(), seq)
+            next_head = head_of(record_of(head, None, 0).state(), seq)
         except Exception:  # a malformed record: the receiver reads instead
             next_head = None
     return Notice(
@@ -97,17 +98,22 @@ def decode_notice(data: Any, record_of: Callable[[bytes], Record]) -> Notice | N
         version,
         status,
         seq,
-        None if record is None else record_of(record),
+        None if record is None else record_of(record, questionnaire_id, version),
         next_head,
     )
 
 
+class Kept(NamedTuple):
+    raw: bytes  # the record as packed
+    state: Questionnaire
+
+
 class OwnWrites:
     """The states of this process's latest writes whose notices will come back here, by
-    their records' bytes; ``followed``: the channels this process subscribes to."""
+    questionnaire id and version; ``followed``: the channels this process subscribes to."""
 
     def __init__(self, records: Records, followed: Container[bytes]) -> None:
-        self.states: OrderedDict[bytes, Questionnaire] = OrderedDict()
+        self.states: OrderedDict[tuple[str, int], Kept] = OrderedDict()
         self._records = records
         self._followed = followed
         self._unpack = records.unpack
@@ -124,13 +130,18 @@ class OwnWrites:
             state.is_outcome and channel_for(state.session_id, outcomes_only=True).encode() in followed
         ):
             own = self.states
-            own[packed] = state
+            own[(state.id, state.version)] = Kept(packed, state)
             if len(own) > _OWN_RECORDS:
                 own.popitem(last=False)  # the oldest: a notice that did not come
         return packed
 
-    def record_of(self, raw: bytes) -> Record:
-        """A notice's record: for a write of ours, the very state it packed (same bytes, so the
-        same state), taken out of the kept ones; any other, decoded when asked for."""
-        state = self.states.pop(raw, None)
-        return Record(raw, self._unpack) if state is None else Record.of(state)
+    def record_of(self, raw: bytes, questionnaire_id: str | None = None, version: int = 0) -> Record:
+        """A notice's record (of ``questionnaire_id`` at ``version``, when the notice says):
+        for a write of ours, the very state it packed (the same bytes, so the same state),
+        taken out of the kept ones; any other, decoded when asked for. (Found by id and
+        version, then compared: hashing a kilobyte of record twice a write cost more.)"""
+        if questionnaire_id is not None:
+            kept = self.states.pop((questionnaire_id, version), None)
+            if kept is not None and kept.raw == raw:
+                return Record.of(kept.state)
+        return Record(raw, self._unpack)

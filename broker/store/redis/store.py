@@ -39,7 +39,7 @@ from broker.store.base import (
 )
 from broker.store.records import Records, pack_event, unpack_event
 from broker.store.redis.commands import Commands, ms
-from broker.store.redis.connections import reachable
+from broker.store.redis.connections import UNREACHABLE, reachable, unreachable
 from broker.store.redis.deliveries import Deliveries
 from broker.store.redis.index_pages import indexed_sessions
 from broker.store.redis.keys import (
@@ -55,10 +55,10 @@ from broker.store.redis.keys import (
     note_key,
     prefix,
     presence_keys,
+    questionnaire_key,
     questionnaire_prefix,
     queue_key,
     queue_keys,
-    write_keys,
 )
 from broker.store.redis.links import PubSub
 from broker.store.redis.notices import created_notice, head_of, notice_prefix, presence_message
@@ -166,28 +166,21 @@ class RedisStore(Store):
         self, state: Questionnaire, idempotency_key: str | None = None, events: Sequence[Event] = ()
     ) -> Questionnaire:
         sid = state.session_id
-        keys = write_keys(sid, state.id)
+        keys = [questionnaire_key(sid, state.id)]
         indexed = self._indexed_by_create
         if indexed:
-            keys.append(index_key(inbox_shard(sid)))
+            keys.append(index_key(inbox_shard(sid)).encode())
         if idempotency_key is not None:
-            keys.append(prefix(sid) + "idem:" + idempotency_key)
+            keys.append((prefix(sid) + "idem:" + idempotency_key).encode())
         entry = inbox.entry_of(state)
         record = self._own_writes.pack(state)
-        args: list[EncodableT] = [
-            state.id,
-            state.version,
-            record,
-            ms(self.retention),
-            notice_prefix(state),
-            NOTICE_STATE_LIMIT,
-            b"" if entry is None else inbox.pack(entry),
-            sid,
-            _now_ms(),
-            *[pack_event(event) for event in events],
-        ]
-        with reachable("create"):
-            reply = await self._commands.write(self._create, keys, args, lambda r: int(r[0]) == 1)
+        numbers = b"%d %d %d %d" % (state.version, ms(self.retention), NOTICE_STATE_LIMIT, _now_ms())
+        args = [numbers, record, notice_prefix(state), b"" if entry is None else inbox.pack(entry)]
+        args += [pack_event(event) for event in events]
+        try:
+            reply = await self._commands.write(self._create, keys, args, _created)
+        except UNREACHABLE as exc:
+            raise unreachable("create", exc) from exc
         if int(reply[0]) == 1:
             if not indexed:  # after it is stored: whoever hears of it then finds it (see _unindex)
                 await self._index_session(sid, created_notice(state, record, int(reply[1])))
@@ -211,34 +204,34 @@ class RedisStore(Store):
         events: Sequence[Event] = (),
     ) -> Written | None:
         # (The notice goes out regardless: other processes' clients and waiters need it.)
-        sid = state.session_id
-        keys = write_keys(sid, state.id)
         entry = inbox.entry_of(state)
-        args: list[EncodableT] = [
+        flags = (1 if state.is_terminal else 0) + (2 if state.is_outcome else 0)
+        moment = 0 if entry is None else inbox.moment_length(entry)
+        numbers = b"%d %d %d %d %d %d %d" % (
             expected_version,
             state.version,
-            self._own_writes.pack(state),
+            flags,
             ms(self.retention),
-            "1" if state.is_terminal else "0",
-            state.id,
-            notice_prefix(state),
             NOTICE_STATE_LIMIT,
-            "1" if state.is_outcome else "0",
-            b"" if entry is None else inbox.pack(entry),
-            0 if entry is None else inbox.moment_length(entry),
+            moment,
             _now_ms(),  # (the scripts renew expiries by it: expiry.lua)
-        ]
+        )
+        packed_entry = b"" if entry is None else inbox.pack(entry)
+        args = [numbers, self._own_writes.pack(state), notice_prefix(state), packed_entry]
         for event in events:  # (in the same script: no round trip of its own)
             args.append(pack_event(event))
-        with reachable("compare_and_set"):
-            reply = await self._commands.write(self._compare_and_set, keys, args, lambda r: isinstance(r, list))
+        keys = [questionnaire_key(state.session_id, state.id)]
+        try:
+            reply = await self._commands.write(self._compare_and_set, keys, args, _set)
+        except UNREACHABLE as exc:
+            raise unreachable("compare_and_set", exc) from exc
         if not isinstance(reply, list):
             return None
         seq = int(reply[0])
         if seq == 0 or len(reply) < 2:
             return Written(seq)
         if len(reply) == 2:  # nothing open left in the session: it leaves the inbox's index soon
-            self._emptied[sid] = time.monotonic()
+            self._emptied[state.session_id] = time.monotonic()
             if self._unindex_timer is None:
                 self._unindex_timer = asyncio.get_running_loop().call_later(self.unindex_after, self._unindex_due)
             return Written(seq, Head(None, seq))
@@ -623,6 +616,16 @@ def _events_of(count: Any, packed: Any) -> list[Event]:
     the other (records.pack_event), read as the msgpack array they make under its header."""
     n = int(count)
     return _unpack_events(b"\xdd" + n.to_bytes(4, "big") + bytes(packed)) if n else []
+
+
+def _created(reply: Any) -> bool:
+    """Whether a create script's reply says it stored the questionnaire."""
+    return int(reply[0]) == 1
+
+
+def _set(reply: Any) -> bool:
+    """Whether a compare-and-set script's reply says it wrote (or found its own write)."""
+    return isinstance(reply, list)
 
 
 def _now_ms() -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Coroutine
 from typing import Any
 
 from redis.exceptions import RedisClusterException
@@ -226,27 +227,26 @@ class Subscriptions:
             pending.set_result(None)
         return channel
 
-    async def handle(self, link: Link, reply: Any) -> None:
-        """Act on one reply of a notice connection (a notice, a confirmation, a PONG, a drop)."""
+    def handle(self, link: Link, reply: Any) -> Coroutine[Any, Any, None] | None:
+        """Act on one reply of a notice connection (a notice, a confirmation, a PONG, a
+        drop): None when done at once, else the work left, to await."""
         if self.confirmed(reply) is not None or not isinstance(reply, list) or len(reply) != 3:
-            return
+            return None
         kind, channel, data = reply
         if kind == b"sunsubscribe" and not link.leaving(channel) and channel in link.channels:
             # Redis dropped it on its own: the slot moved or this node is no longer a primary.
             raise Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
         if kind not in self._messages or channel not in self.subscribed:
-            return  # a PONG, or a late notice of a session no longer subscribed
+            return None  # a PONG, or a late notice of a session no longer subscribed
         if channel in self.inbox_channels:
             presence = decode_presence(data)
             if presence is not None:
-                if self._on_presence is not None:
-                    await self._on_presence(*presence)
-                return
+                return None if self._on_presence is None else self._on_presence(*presence)
         notice = decode_notice(data, self.own_writes.record_of)
         if notice is None:
             logger.warning("ignoring a malformed notice on %r", channel)
-        elif self._on_notice is not None:
-            await self._on_notice(notice)
+            return None
+        return None if self._on_notice is None else self._on_notice(notice)
 
     async def reconnected(self) -> None:
         if self._on_reconnect is not None:
