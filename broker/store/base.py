@@ -221,8 +221,9 @@ class Store(abc.ABC):
         """``compare_and_set`` that says where the write landed (None: it did not).
 
         ``shown_by_writer``: the caller shows the write to its own clients and wakes its own
-        waiting agent calls itself; a store whose notices reach only this process (memory)
-        then publishes none. Other stores publish it all the same, for other processes.
+        waiting agent calls itself, so this process is not told of it: a store whose notices
+        reach only this process (memory) publishes none; others publish it all the same, for
+        other processes, and drop it unread when it comes back here.
         """
 
     @abc.abstractmethod

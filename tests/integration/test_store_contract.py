@@ -1060,6 +1060,49 @@ async def test_the_notice_of_its_own_write_gives_a_store_the_state_it_wrote(
     assert not redis_store._own_writes.states  # the notice took its state with it
 
 
+async def test_a_write_its_writer_shows_is_not_told_back_to_its_process_but_to_every_other(
+    redis_store: RedisStore, redis_client: Redis, listener: Listener
+) -> None:
+    """As on the memory store: the writer shows it and wakes its own waiting calls itself.
+    Its notice still goes out (other processes need it) and is dropped unread here."""
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    other_process = RedisStore("redis://unused", 3600.0, client=redis_client)
+    state = await redis_store.create(new_questionnaire(sid))
+    assert await listener.next_notice() == Notice(sid, state.id, 0)
+    async with redis_client.pubsub() as elsewhere:
+        await elsewhere.subscribe(channel_for(sid))
+        await elsewhere.get_message(timeout=1.0)  # (the subscription's confirmation)
+        drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
+        assert await redis_store.commit(drafted, state.version, shown_by_writer=True) is not None
+        told = await elsewhere.get_message(timeout=2.0)
+        assert told is not None and told["type"] == "message"  # published all the same
+    # Not told here: the next notice is another process's write after it.
+    theirs = advanced(drafted, machine.Draft(state.id, 0, ("production",)), now=NOW + 2)
+    assert await other_process.compare_and_set(theirs, drafted.version)
+    heard = await listener.next_notice()
+    assert (heard.version, heard.record.state() if heard.record else None) == (theirs.version, theirs)
+    assert not redis_store._own_writes.shown.get(channel_for(sid).encode())
+
+
+async def test_a_shown_write_that_lost_the_race_leaves_the_winners_notice_to_be_told(
+    redis_store: RedisStore, redis_client: Redis, listener: Listener
+) -> None:
+    """Same questionnaire, same version, same status: only the record tells them apart."""
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    other_process = RedisStore("redis://unused", 3600.0, client=redis_client)
+    state = await redis_store.create(new_questionnaire(sid))
+    assert await listener.next_notice() == Notice(sid, state.id, 0)
+    theirs = advanced(state, machine.Draft(state.id, 0, ("production",)))
+    assert await other_process.compare_and_set(theirs, state.version)
+    ours = advanced(state, machine.Draft(state.id, 0, ("staging",)), now=NOW + 2)
+    assert await redis_store.commit(ours, state.version, shown_by_writer=True) is None
+    heard = await listener.next_notice()
+    assert (heard.version, heard.record.state() if heard.record else None) == (theirs.version, theirs)
+    assert not redis_store._own_writes.shown.get(channel_for(sid).encode())
+
+
 async def test_a_store_keeps_a_write_of_its_own_only_when_its_notice_will_come(redis_client: Redis) -> None:
     store = RedisStore("redis://unused", 3600.0, client=redis_client)  # not started: reads no notice
     unfollowed, outcomes_only = new_session(), new_session()

@@ -12,8 +12,9 @@ and the notice connections do not let redis-py trace what they read (links.py).
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from collections.abc import Callable, Container
+from contextlib import suppress
 from typing import Any, Final, NamedTuple
 
 from broker.core.machine import Questionnaire
@@ -22,6 +23,7 @@ from broker.store.records import Records, from_msgpack, to_msgpack
 from broker.store.redis.keys import channel_for
 
 _OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
+_SHOWN_KEPT: Final = 64  # notices of shown writes awaited per session (the oldest go: lost ones)
 
 
 def head_of(state: Questionnaire, seq: int) -> Head:
@@ -41,6 +43,14 @@ def created_notice(state: Questionnaire, record: bytes, seq: int) -> bytes:
     (``record``: the state as stored; ``seq``: its write number), for the index shard's."""
     carried = record if len(record) <= NOTICE_STATE_LIMIT else None
     return notice_prefix(state) + to_msgpack(carried) + to_msgpack(seq) + b"\xc0"  # (head: nil)
+
+
+def notice_start(prefix: bytes, record: bytes, limit: int) -> bytes:
+    """How the notice of a write of ``record`` starts, up to its record, as the write
+    scripts spell it (msgpack.lua: a bin 32, or nil when larger than ``limit``)."""
+    if len(record) > limit:
+        return prefix + b"\xc0"
+    return prefix + b"\xc6" + len(record).to_bytes(4, "big") + record
 
 
 def presence_message(session_id: str, clients: int) -> bytes:
@@ -110,21 +120,31 @@ class Kept(NamedTuple):
 
 class OwnWrites:
     """The states of this process's latest writes whose notices will come back here, by
-    questionnaire id and version; ``followed``: the channels this process subscribes to."""
+    questionnaire id and version, and the starts of the notices of those whose writer showed
+    them itself, by channel; ``followed``: the channels this process subscribes to."""
 
     def __init__(self, records: Records, followed: Container[bytes]) -> None:
         self.states: OrderedDict[tuple[str, int], Kept] = OrderedDict()
+        self.shown: dict[bytes, deque[bytes]] = {}
         self._records = records
         self._followed = followed
         self._unpack = records.unpack
 
-    def pack(self, state: Questionnaire) -> bytes:
+    def pack(self, state: Questionnaire, shown: bool = False) -> bytes:
         """``state`` packed for a write of ours. When the notice of that write will come back
         to this process (it follows the session's every write, or this one is an outcome and
-        it follows the session's outcomes), the state is kept until then: that notice costs
-        a lookup rather than a decoding, and takes the state away with it. (Kept any longer,
-        a state is freed when it has long left the processor's cache: a miss per object.)"""
+        it follows the session's outcomes), either
+
+        - the write is ``shown``: its writer shows it to this process's clients and wakes
+          this process's waiting calls itself, so its notice is nothing new here (as on the
+          memory store, which does not tell the writer's process): the store expects it
+          (``expect``), and it is recognised by its first bytes and dropped unread; or
+        - the state is kept until then: that notice costs a lookup rather than a decoding,
+          and takes the state away with it. (Kept any longer, a state is freed when it has
+          long left the processor's cache: a miss per object.)"""
         packed = self._records.pack(state)
+        if shown:
+            return packed
         followed = self._followed
         if channel_for(state.session_id).encode() in followed or (
             state.is_outcome and channel_for(state.session_id, outcomes_only=True).encode() in followed
@@ -134,6 +154,41 @@ class OwnWrites:
             if len(own) > _OWN_RECORDS:
                 own.popitem(last=False)  # the oldest: a notice that did not come
         return packed
+
+    def expect(self, session_id: str, start: bytes) -> bool:
+        """Expect the notice of a shown write, which starts with ``start`` (notice_start);
+        False: it will not come here (this process does not follow the session)."""
+        channel = channel_for(session_id).encode()
+        if channel not in self._followed:
+            return False
+        expected = self.shown.get(channel)
+        if expected is None:
+            expected = self.shown[channel] = deque(maxlen=_SHOWN_KEPT)
+        expected.append(start)
+        return True
+
+    def unexpect(self, session_id: str, start: bytes) -> None:
+        """A shown write that did not happen (or may not have: then its notice, should it
+        come, is read as any other)."""
+        expected = self.shown.get(channel_for(session_id).encode())
+        if expected is not None:
+            with suppress(ValueError):
+                expected.remove(start)
+
+    def seen(self, channel: bytes, data: bytes) -> bool:
+        """Whether ``data`` is the notice of a shown write of ours (and forget it)."""
+        expected = self.shown.get(channel)
+        if not expected:
+            return False
+        for start in expected:  # (in the order written: the first, nearly always)
+            if data.startswith(start):
+                expected.remove(start)
+                return True
+        return False
+
+    def forget(self, channel: bytes) -> None:
+        """The channel is no longer followed: its notices will not come."""
+        self.shown.pop(channel, None)
 
     def record_of(self, raw: bytes, questionnaire_id: str | None = None, version: int = 0) -> Record:
         """A notice's record (of ``questionnaire_id`` at ``version``, when the notice says):

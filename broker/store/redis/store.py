@@ -61,7 +61,7 @@ from broker.store.redis.keys import (
     queue_keys,
 )
 from broker.store.redis.links import PubSub
-from broker.store.redis.notices import created_notice, head_of, notice_prefix, presence_message
+from broker.store.redis.notices import created_notice, head_of, notice_prefix, notice_start, presence_message
 from broker.store.redis.push import PushSubscriptions
 from broker.store.redis.routing import Routing
 from broker.store.redis.scripts import (
@@ -217,15 +217,29 @@ class RedisStore(Store):
             _now_ms(),  # (the scripts renew expiries by it: expiry.lua)
         )
         packed_entry = b"" if entry is None else inbox.pack(entry)
-        args = [numbers, self._own_writes.pack(state), notice_prefix(state), packed_entry]
+        own = self._own_writes
+        record, prefix = own.pack(state, shown_by_writer), notice_prefix(state)
+        args = [numbers, record, prefix, packed_entry]
         for event in events:  # (in the same script: no round trip of its own)
             args.append(pack_event(event))
         keys = [questionnaire_key(state.session_id, state.id)]
+        # A write its writer shows: its notice, when it comes back here, is dropped unread.
+        expected = b""  # (the start of that notice, when it will come back here)
+        if shown_by_writer:
+            start = notice_start(prefix, record, NOTICE_STATE_LIMIT)
+            if own.expect(state.session_id, start):
+                expected = start
         try:
             reply = await self._commands.write(self._compare_and_set, keys, args, _set)
-        except UNREACHABLE as exc:
-            raise unreachable("compare_and_set", exc) from exc
+        except BaseException as exc:
+            if expected:
+                own.unexpect(state.session_id, expected)
+            if isinstance(exc, UNREACHABLE):
+                raise unreachable("compare_and_set", exc) from exc
+            raise
         if not isinstance(reply, list):
+            if expected:
+                own.unexpect(state.session_id, expected)
             return None
         seq = int(reply[0])
         if seq == 0 or len(reply) < 2:

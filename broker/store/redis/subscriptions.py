@@ -101,6 +101,7 @@ class Subscriptions:
     async def _unsubscribe(self, channel: bytes) -> None:
         if self.subscribed.pop(channel, None) is None:
             return
+        self.own_writes.forget(channel)
         pending = self._unconfirmed.pop(channel, None)
         if pending is not None and not pending.done():
             pending.set_result(None)
@@ -238,6 +239,8 @@ class Subscriptions:
             raise Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
         if kind not in self._messages or channel not in self.subscribed:
             return None  # a PONG, or a late notice of a session no longer subscribed
+        if self.own_writes.seen(channel, data):
+            return None  # a write of ours, shown by its writer: nothing new here
         if channel in self.inbox_channels:
             presence = decode_presence(data)
             if presence is not None:
