@@ -270,7 +270,7 @@ def test_a_script_call_packed_here_is_the_command_hiredis_packs(sha: str, keys: 
     # (The write scripts' packer: byte for byte what the server would read from hiredis, for
     # every shape, the same shape twice too: its start is kept.)
     for _ in range(2):
-        assert pack_evalsha(sha, keys, args) == hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args))
+        assert pack_evalsha(sha, keys, args) == hiredis.pack_command(("EVALSHA", sha, len(keys), *keys, *args))  # type: ignore[arg-type]  # (its stub says a 1-tuple)
 
 
 # --- error replies -------------------------------------------------------------------------
