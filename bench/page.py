@@ -187,6 +187,21 @@ refresh twice a second, the reconciliation), so a run that a loaded machine slow
 counts a little more: the same code counted 1,178,006 and 1,220,552 at load averages of 9
 and 10 with tests running beside it.
 
+Later that day the Redis path alone was cut from 2,044,100 to 1,721,981 instructions per
+questionnaire on both brokers (-15.8%; the clients' broker 1,293,673 -> 1,024,109, the
+agent's 750,427 -> 697,872), the memory store's count unchanged (1,071,421 and 1,069,066)
+and so were Redis's 32 commands per questionnaire. Each step counted on its own, in order:
+the write scripts take one key and their numbers as one argument, and the store packs
+their calls itself (hiredis packed each of a write's 22 arguments for ~1,500 instructions:
+-117 k, and -21 k more for joining the parts rather than formatting them); a notice is
+handed to its handler as it is read, without waking the link's reader task or making a
+timer (-69 k); the notice of a client's answer is dropped unread by the process that wrote
+and showed it, known by its first bytes (-47 k); a record another process packed has its
+questions decoded straight into `Question` values (-44 k); and a record is packed without
+listing its questions first, a write of ours is awaited by id and version rather than by
+hashing its kilobyte of record, and the fan-out's handler makes no coroutine for a notice
+it deals with at once (-24 k together).
+
 **Memory and throughput.** An idle client cost the broker 11.6-11.7 KiB on the memory store
 and 11.1-11.3 KiB on Redis in every full run on VMs 3, 5 and 7, less than the bare
 websockets server's ~15 KiB. Throughput has no target: the bots share the machine's two
@@ -194,7 +209,9 @@ cores with the brokers, and the notes say when the machine, not the broker, set 
 
 **Tried and not kept** (the history gives the figures): encoding the next question while
 the answer's script runs (the commit stage got longer); taking parts out of that script, or
-sparing the clients' broker the notices of its own answers (nothing the noise let show);
+sparing the clients' broker the
+notices of its own answers (nothing the timed runs' noise let show then; done since, its
+instructions counted above);
 spinning for the script's reply instead of sleeping (it moved Redis to the other core); a
 slimmer script for answers that do not end a questionnaire (faster alone, not in situ);
 publishing the record without the notice around it (other brokers need the notice); and
