@@ -212,7 +212,7 @@ class _Connection(_RespSocket):
 
 _EVALSHA_HEADS: dict[tuple[str, int, int], bytes] = {}  # (sha, keys, arguments) -> the command's start
 _BULK_HEADS: dict[int, bytes] = {}  # a length -> the head of a bulk string that long
-_BULK_HEADS_KEPT: Final = 65536  # (shorter ones only: a record's size varies little)
+_BULK_HEADS_KEPT: Final = 16384  # (shorter ones only: a few hundred kB at most)
 
 
 def pack_evalsha(sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
@@ -395,6 +395,7 @@ class NoticeConnection(_RespSocket):
         # What handles a published message at once, as it is read (``Link``), while the reader
         # waits with nothing queued: no task woken, no timer made, for the usual notice.
         self.direct: Callable[[Any], Coroutine[Any, Any, None] | None] | None = None
+        self.handled = 0  # messages handled so: traffic the reader does not see
         # Python 3.11's get_running_loop() makes a getpid() system call: not once per notice.
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -456,17 +457,24 @@ class NoticeConnection(_RespSocket):
 
     async def disconnect(self, nowait: bool = False) -> None:
         self._fail(RedisConnectionError("Connection closed."))
+        for reply in self._replies:  # (work its reader will not await now: dropped quietly)
+            if type(reply) is Deferred:
+                reply.work.close()
+        self._replies.clear()
 
     def _received(self, reply: Any) -> bool:
         direct = self.direct
+        waiter = self._waiter
         if (
             direct is not None
-            and self._waiter is not None  # (the reader is idle: not amid another's work)
+            and waiter is not None  # (the reader is idle: not amid another's work, not stopping)
+            and not waiter.done()
             and not self._replies
             and type(reply) is list
             and len(reply) == 3
             and reply[0] in _MESSAGES
         ):
+            self.handled += 1
             try:
                 work = direct(reply)
             except Exception:

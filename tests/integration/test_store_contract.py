@@ -24,6 +24,7 @@ from redis import Redis as SyncRedis
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 from redis.exceptions import DataError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.typing import EncodableT
 
 from broker.core import machine
@@ -1101,6 +1102,46 @@ async def test_a_shown_write_that_lost_the_race_leaves_the_winners_notice_to_be_
     heard = await listener.next_notice()
     assert (heard.version, heard.record.state() if heard.record else None) == (theirs.version, theirs)
     assert not redis_store._own_writes.shown.get(channel_for(sid).encode())
+
+
+async def test_a_shown_write_too_large_for_its_notice_to_carry_is_told_back_all_the_same(
+    redis_store: RedisStore, listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Its notice has no record to tell it from another process's write of the same version."""
+    monkeypatch.setattr(redis_store_module, "NOTICE_STATE_LIMIT", 16)
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    state = await redis_store.create(new_questionnaire(sid))
+    assert (await listener.next_notice()).version == state.version
+    drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
+    assert await redis_store.commit(drafted, state.version, shown_by_writer=True) is not None
+    heard = await listener.next_notice()
+    assert (heard.version, heard.record) == (drafted.version, None)
+
+
+async def test_a_shown_write_whose_caller_fails_after_its_notice_was_dropped_has_this_process_look_again(
+    redis_store: RedisStore, listener: Listener, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The write landed, its notice came back and was dropped unread, then the call failed
+    (its reply lost): nobody showed it, so this process is told to read the session again."""
+    sid = new_session()
+    await redis_store.subscribe(sid)
+    state = await redis_store.create(new_questionnaire(sid))
+    assert (await listener.next_notice()).version == state.version
+    commands = redis_store._commands
+    real_write = commands.write
+
+    async def written_then_lost(*args: Any) -> Any:
+        await real_write(*args)
+        channel = channel_for(sid).encode()
+        await eventually(lambda: not redis_store._own_writes.shown.get(channel) or None, "its notice dropped")
+        raise RedisTimeoutError("the reply was lost")
+
+    monkeypatch.setattr(commands, "write", written_then_lost)
+    drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
+    with pytest.raises(StoreUnavailable):
+        await redis_store.commit(drafted, state.version, shown_by_writer=True)
+    assert await listener.next_notice() == Notice(sid, state.id, drafted.version)  # "look again"
 
 
 async def test_a_store_keeps_a_write_of_its_own_only_when_its_notice_will_come(redis_client: Redis) -> None:

@@ -8,6 +8,7 @@ on a given command, or never answer at all. No redis-server is needed.
 from __future__ import annotations
 
 import asyncio
+import inspect
 import socket
 import sys
 from collections.abc import AsyncIterator, Callable, Coroutine
@@ -627,6 +628,7 @@ async def test_a_message_read_while_the_reader_waits_is_handled_at_once_and_its_
         server.send(message(b"ch", b"one"))
         await eventually(lambda: handled == [b"one"], "the first message handled as it was read", interval=0.005)
         assert not read.done()  # (handled at once: the waiting reader was not woken)
+        assert notices.handled == 1  # (traffic the reader did not see: its link does not PING)
         # Work left to await goes to the reader; what comes meanwhile waits behind it, in order.
         server.send(message(b"ch", b"two") + message(b"ch", b"three") + b"*2\r\n" + bulk(b"pong") + bulk(b""))
         deferred = await read
@@ -635,6 +637,33 @@ async def test_a_message_read_while_the_reader_waits_is_handled_at_once_and_its_
         assert await notices.read_response(timeout=1.0) == [b"message", b"ch", b"three"]
         assert await notices.read_response(timeout=1.0) == [b"pong", b""]  # (not a message: the reader's)
     assert handled == [b"one", b"two", b"work of two"]
+
+
+async def test_work_left_for_a_reader_that_is_gone_is_dropped_quietly_on_disconnect(
+    server: FakeRedis, notices: NoticeConnection
+) -> None:
+    left: list[Coroutine[Any, Any, None]] = []
+    readers: list[asyncio.Task[Any]] = []
+
+    async def left_over() -> None:
+        pass  # pragma: no cover - never run
+
+    def direct(reply: Any) -> Coroutine[Any, Any, None]:
+        readers[0].cancel()  # (the link's reader stopping before it takes the work)
+        left.append(left_over())
+        return left[-1]
+
+    notices.direct = direct
+    async with asyncio.timeout(BOUND):
+        readers.append(asyncio.create_task(notices.read_response(timeout=5.0)))
+        await eventually(lambda: notices._waiter is not None, "the read to wait for a reply", interval=0.005)
+        server.send(message(b"ch", b"one"))
+        with pytest.raises(asyncio.CancelledError):
+            await readers[0]
+        assert len(notices._replies) == 1  # (its work, which no reader will take now)
+    await notices.disconnect()
+    assert not notices._replies
+    assert len(left) == 1 and inspect.getcoroutinestate(left[0]) == inspect.CORO_CLOSED  # (no "never awaited")
 
 
 async def test_a_message_handler_that_fails_is_logged_and_the_connection_reads_on(

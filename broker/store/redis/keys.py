@@ -65,14 +65,14 @@ Every broker reads the version twice a second and the list only when the version
                                broker through the consumer group "brokers" (deliveries.py)
 
 The session scripts only touch keys of one session (but for the create script on one Redis,
-which also adds the session to its inbox shard, above). Each is passed at least one of the
-session's keys in KEYS (that is what routes the script to the session's slot on a cluster)
-and names the others from the session's own prefix, which keeps them on the same slot, and
-so on the node that runs the script. The write scripts, run with every answer, are passed
-only the questionnaire's hash (each key is one more argument to pack and to parse) and find
-the prefix and the id in its name; so do the scripts that read a questionnaire whose id they
-find inside (the idempotency key's target, the queue's members). scripts/*.lua spell
-``q:``, ``ev:``, ``queue``, ``seq``, ``inbox``, ``history``, ``events`` and ``outcomes`` too.
+which also adds the session to its inbox shard, above). Every key known before the call is passed in
+KEYS (that is what routes the script to the session's slot on a cluster, and what a cluster
+checks is there, or moves the call, before the script runs); four scripts also read a
+questionnaire (or its events) whose id they find inside (the idempotency key's target, the
+queue's members) by building its name from the session's own prefix, which keeps the read
+on the same slot, and so on the node that runs the script. (The write scripts find that
+prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
+``q:``, ``ev:``, ``events`` and ``outcomes`` too.)
 
 Every key of a session expires. A write renews the expiry of its questionnaire's keys (the
 hash with its events, and an older broker's list of them) and of the session's (queue, seq,
@@ -85,6 +85,7 @@ session's keys outlive every questionnaire they list.
 from __future__ import annotations
 
 import zlib
+from functools import lru_cache
 from typing import Final
 
 INBOX_SHARDS: Final = 32
@@ -106,10 +107,21 @@ def note_key(session_id: str, name: str) -> str:
     return prefix(session_id) + "note:" + name
 
 
-def questionnaire_key(session_id: str, questionnaire_id: str) -> bytes:
-    """The questionnaire's hash, as the write scripts take it (bytes: they are packed as they
-    are; the scripts name the session's other keys from it)."""
-    return ("qb:{" + session_id + "}:q:" + questionnaire_id).encode()
+def write_keys(session_id: str, questionnaire_id: str) -> list[bytes]:
+    """The keys a write script takes (bytes: packed as they are): the questionnaire, queue,
+    seq, inbox, its events, history. (Every key a script touches is passed, but for the
+    questionnaires it finds inside: a Redis Cluster checks the keys passed, and moves a
+    script whose slot moved, before it runs.)"""
+    base, queue, seq, inbox, history = _session_keys(session_id)
+    qid = questionnaire_id.encode()
+    return [base + b"q:" + qid, queue, seq, inbox, base + b"ev:" + qid, history]
+
+
+@lru_cache(maxsize=4096)
+def _session_keys(session_id: str) -> tuple[bytes, bytes, bytes, bytes, bytes]:
+    """A session's prefix and the keys of it every write passes (made once per session)."""
+    base = prefix(session_id).encode()
+    return base, base + b"queue", base + b"seq", base + b"inbox", base + b"history"
 
 
 def channel_for(session_id: str, outcomes_only: bool = False) -> str:

@@ -232,6 +232,7 @@ class Link:
     async def _read(self, early: list[Any]) -> None:
         delay = _BACKOFF_MIN
         probing = False  # a PING went out and nothing came back yet
+        handled = 0  # notices the connection handled as it read them, when last looked at
         while not self.retired:
             try:
                 while early:
@@ -241,6 +242,7 @@ class Link:
                     early = await self.connect()
                     delay = _BACKOFF_MIN
                     probing = False
+                    handled = 0
                     while early:
                         await _done(self._owner.handle(self, early.pop(0)))
                     if self.missed:
@@ -260,6 +262,9 @@ class Link:
                     work = self._owner.handle(self, reply)
                     if work is not None:
                         await work
+                elif isinstance(connection, NoticeConnection) and connection.handled != handled:
+                    handled = connection.handled  # (notices came, handled as they were read)
+                    probing = False
                 elif probing:
                     raise RedisTimeoutError("no answer to PING on the notice connection")
                 else:

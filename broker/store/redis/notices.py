@@ -14,7 +14,6 @@ from __future__ import annotations
 
 from collections import OrderedDict, deque
 from collections.abc import Callable, Container
-from contextlib import suppress
 from typing import Any, Final, NamedTuple
 
 from broker.core.machine import Questionnaire
@@ -45,11 +44,9 @@ def created_notice(state: Questionnaire, record: bytes, seq: int) -> bytes:
     return notice_prefix(state) + to_msgpack(carried) + to_msgpack(seq) + b"\xc0"  # (head: nil)
 
 
-def notice_start(prefix: bytes, record: bytes, limit: int) -> bytes:
-    """How the notice of a write of ``record`` starts, up to its record, as the write
-    scripts spell it (msgpack.lua: a bin 32, or nil when larger than ``limit``)."""
-    if len(record) > limit:
-        return prefix + b"\xc0"
+def notice_start(prefix: bytes, record: bytes) -> bytes:
+    """How the notice of a write of ``record`` starts, up to and with its record (one small
+    enough to carry), as the write scripts spell it (msgpack.lua: a bin 32)."""
     return prefix + b"\xc6" + len(record).to_bytes(4, "big") + record
 
 
@@ -167,13 +164,18 @@ class OwnWrites:
         expected.append(start)
         return True
 
-    def unexpect(self, session_id: str, start: bytes) -> None:
-        """A shown write that did not happen (or may not have: then its notice, should it
-        come, is read as any other)."""
+    def unexpect(self, session_id: str, start: bytes) -> bool:
+        """A shown write that did not happen, or may not have (then its notice, should it
+        come, is read as any other). False: its notice is no longer awaited (it came and was
+        dropped unread, or too many came after it), so the write did happen, or may have."""
         expected = self.shown.get(channel_for(session_id).encode())
-        if expected is not None:
-            with suppress(ValueError):
-                expected.remove(start)
+        if expected is None:
+            return False
+        try:
+            expected.remove(start)
+        except ValueError:
+            return False
+        return True
 
     def seen(self, channel: bytes, data: bytes) -> bool:
         """Whether ``data`` is the notice of a shown write of ours (and forget it)."""
@@ -186,9 +188,13 @@ class OwnWrites:
                 return True
         return False
 
-    def forget(self, channel: bytes) -> None:
-        """The channel is no longer followed: its notices will not come."""
-        self.shown.pop(channel, None)
+    def forget(self, channel: bytes | None = None) -> None:
+        """The channel (None: every channel) is no longer followed, or its notices may have
+        been lost: the shown writes' notices awaited on it will not come."""
+        if channel is None:
+            self.shown.clear()
+        else:
+            self.shown.pop(channel, None)
 
     def record_of(self, raw: bytes, questionnaire_id: str | None = None, version: int = 0) -> Record:
         """A notice's record (of ``questionnaire_id`` at ``version``, when the notice says):

@@ -28,6 +28,7 @@ from broker.store.base import (
     INBOX_SOCKETS_KEPT,
     NOTICE_STATE_LIMIT,
     Head,
+    Notice,
     NoticeHandler,
     Presence,
     PresenceHandler,
@@ -55,10 +56,10 @@ from broker.store.redis.keys import (
     note_key,
     prefix,
     presence_keys,
-    questionnaire_key,
     questionnaire_prefix,
     queue_key,
     queue_keys,
+    write_keys,
 )
 from broker.store.redis.links import PubSub
 from broker.store.redis.notices import created_notice, head_of, notice_prefix, notice_start, presence_message
@@ -166,7 +167,7 @@ class RedisStore(Store):
         self, state: Questionnaire, idempotency_key: str | None = None, events: Sequence[Event] = ()
     ) -> Questionnaire:
         sid = state.session_id
-        keys = [questionnaire_key(sid, state.id)]
+        keys = write_keys(sid, state.id)
         indexed = self._indexed_by_create
         if indexed:
             keys.append(index_key(inbox_shard(sid)).encode())
@@ -222,18 +223,20 @@ class RedisStore(Store):
         args = [numbers, record, prefix, packed_entry]
         for event in events:  # (in the same script: no round trip of its own)
             args.append(pack_event(event))
-        keys = [questionnaire_key(state.session_id, state.id)]
-        # A write its writer shows: its notice, when it comes back here, is dropped unread.
+        keys = write_keys(state.session_id, state.id)
+        # A write its writer shows: its notice, when it comes back here, is dropped unread,
+        # known by its first bytes up to its record (a notice without its record, too large
+        # to carry, could be another process's write that won a race against ours: read).
         expected = b""  # (the start of that notice, when it will come back here)
-        if shown_by_writer:
-            start = notice_start(prefix, record, NOTICE_STATE_LIMIT)
+        if shown_by_writer and len(record) <= NOTICE_STATE_LIMIT:
+            start = notice_start(prefix, record)
             if own.expect(state.session_id, start):
                 expected = start
         try:
             reply = await self._commands.write(self._compare_and_set, keys, args, _set)
         except BaseException as exc:
-            if expected:
-                own.unexpect(state.session_id, expected)
+            if expected and not own.unexpect(state.session_id, expected):
+                self._look_again(state)  # (its notice was dropped here, and the caller fails)
             if isinstance(exc, UNREACHABLE):
                 raise unreachable("compare_and_set", exc) from exc
             raise
@@ -496,6 +499,13 @@ class RedisStore(Store):
         channel = inbox_channel(inbox_shard(session_id))
         with reachable("presence notice"):
             await self._commands.command(self._publish, channel, presence_message(session_id, clients))
+
+    def _look_again(self, state: Questionnaire) -> None:
+        """Tell this process to read the session again: a write of ours may have landed
+        whose notice it dropped unread, its writer failing before it could show it."""
+        work = self._subscriptions.tell(Notice(state.session_id, state.id, state.version))
+        if work is not None:
+            self._chore(work)
 
     def _chore(self, work: Coroutine[Any, Any, None]) -> None:
         """Run ``work`` beside the caller (it waits for none of it); a failure is a warning."""

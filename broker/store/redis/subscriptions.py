@@ -18,7 +18,7 @@ from typing import Any
 
 from redis.exceptions import RedisClusterException
 
-from broker.store.base import NoticeHandler, PresenceHandler, ReconnectHandler, StoreUnavailable
+from broker.store.base import Notice, NoticeHandler, PresenceHandler, ReconnectHandler, StoreUnavailable
 from broker.store.records import Records
 from broker.store.redis.connections import UNREACHABLE, reachable
 from broker.store.redis.keys import channel_for
@@ -157,6 +157,7 @@ class Subscriptions:
 
     async def close(self) -> None:
         self.started = False
+        self.own_writes.forget()
         links = list(self._links.values())
         self._links.clear()
         for link in links:
@@ -251,6 +252,11 @@ class Subscriptions:
             return None
         return None if self._on_notice is None else self._on_notice(notice)
 
+    def tell(self, notice: Notice) -> Coroutine[Any, Any, None] | None:
+        """Hand ``notice`` to this process's handler, as if it had come from Redis."""
+        return None if self._on_notice is None else self._on_notice(notice)
+
     async def reconnected(self) -> None:
+        self.own_writes.forget()  # (their notices may be among those lost)
         if self._on_reconnect is not None:
             await self._on_reconnect()

@@ -1,6 +1,7 @@
 -- A write script: scripts/__init__.py puts the prelude (PUBLISH), msgpack.lua and expiry.lua
 -- before it.
--- KEYS: the questionnaire's hash (the session's keys are named from it: keys.py)
+-- KEYS: questionnaire hash, queue, seq, inbox (an older broker's), events (an older broker's),
+--       history
 -- ARGV: 'expected version, new version, flags, retention ms, notice record limit, moment, now'
 --       (one string, space separated: one argument to pack, not seven; flags: 1 when the state
 --       is terminal, + 2 when it is an outcome: the notice also goes to the outcomes channel;
@@ -17,12 +18,13 @@
 -- events. Its keys, and the session's, are renewed only when their expiry is due (expiry.lua).
 local expected, version, flags, retention, limit, moment, now =
   string.match(ARGV[1], '^(%d+) (%d+) (%d) (%d+) (%d+) (%d+) (%d+)$')
+if not expected then return redis.error_reply('ERR qbroker compare-and-set: malformed numbers') end
 local terminal, outcome = flags == '1' or flags == '3', flags == '3' or flags == '2'
 retention, limit, moment, now = tonumber(retention), tonumber(limit), tonumber(moment), tonumber(now)
 local record, entry = ARGV[2], ARGV[4]
-local cut = string.find(KEYS[1], '}:q:', 1, true)
-local session, id = string.sub(KEYS[1], 1, cut + 1), string.sub(KEYS[1], cut + 4)  -- 'qb:{sid}:', the id
-local queue, history, seq_key = session .. 'queue', session .. 'history', session .. 'seq'
+local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
+local id = string.sub(KEYS[1], #session + 3)  -- (the hash is the session's 'q:' .. id)
+local queue, seq_key, history = KEYS[2], KEYS[3], KEYS[6]
 local stored = redis.call('HMGET', KEYS[1], 'v', 'x', 'i', 'n', 'e')
 if stored[1] ~= expected then
   -- A retry finds its own write:
@@ -53,20 +55,17 @@ if stored[4] and #ARGV > 4 then
   fields[#fields + 1] = tonumber(stored[4]) + #ARGV - 4
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-local listed_key = session .. 'ev:' .. id
-if listed and redis.call('RPUSH', listed_key, unpack(ARGV, 5)) == #ARGV - 4 and not renew then
-  redis.call('PEXPIRE', listed_key, redis.call('PTTL', KEYS[1]))  -- (its first events: a new key)
+if listed and redis.call('RPUSH', KEYS[5], unpack(ARGV, 5)) == #ARGV - 4 and not renew then
+  redis.call('PEXPIRE', KEYS[5], redis.call('PTTL', KEYS[1]))  -- (its first events: a new key)
 end
 if renew then  -- the questionnaire's keys, and the session's that must outlive them
-  for _, key in ipairs({KEYS[1], queue, seq_key, session .. 'inbox', session .. 'ev:' .. id, history}) do
-    redis.call('PEXPIRE', key, retention)
-  end
+  for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], retention) end
 end
 local reply = {seq}
 local head = '\192'  -- nil: not said
 if terminal then
   redis.call('ZREM', queue, id)
-  if not stored[3] then redis.call('HDEL', session .. 'inbox', id) end  -- (an older broker's entry)
+  if not stored[3] then redis.call('HDEL', KEYS[4], id) end  -- (an older broker's entry)
   reply = {seq, 1}
   head = '\194'  -- false: no open questionnaire left
   while true do  -- the next head; ids whose questionnaire expired leave the queue on the way

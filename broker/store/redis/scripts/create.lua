@@ -1,7 +1,7 @@
 -- A write script: scripts/__init__.py puts the prelude (PUBLISH, INDEXED), msgpack.lua and
 -- expiry.lua before it.
--- KEYS: the questionnaire's hash (the session's keys are named from it: keys.py)[, the inbox
---       index shard when INDEXED][, idempotency key]
+-- KEYS: questionnaire hash, queue, seq, inbox (an older broker's), events (an older broker's),
+--       history[, the inbox index shard when INDEXED][, idempotency key]
 -- ARGV: 'version, retention ms, notice record limit, now' (one string, space separated: one
 --       argument to pack, not four; now: ms, the broker's clock), the record, the notice
 --       prefix, the inbox entry, event...
@@ -10,12 +10,13 @@
 -- index shard and the notice goes on the shard's channel too, in the same step; on a cluster
 -- the store does both after the script (store.py).
 local version, retention, limit, now = string.match(ARGV[1], '^(%d+) (%d+) (%d+) (%d+)$')
+if not version then return redis.error_reply('ERR qbroker create: malformed numbers') end
 retention, limit, now = tonumber(retention), tonumber(limit), tonumber(now)
 local record = ARGV[2]
-local cut = string.find(KEYS[1], '}:q:', 1, true)
-local session, id = string.sub(KEYS[1], 1, cut + 1), string.sub(KEYS[1], cut + 4)  -- 'qb:{sid}:', the id
-local queue, history, seq_key = session .. 'queue', session .. 'history', session .. 'seq'
-local idempotency = KEYS[INDEXED and 3 or 2]
+local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
+local id = string.sub(KEYS[1], #session + 3)  -- (the hash is the session's 'q:' .. id)
+local queue, seq_key, history = KEYS[2], KEYS[3], KEYS[6]
+local idempotency = KEYS[INDEXED and 8 or 7]
 if idempotency then
   local known = redis.call('SET', idempotency, id, 'NX', 'GET', 'PX', retention)
   if known then
@@ -63,7 +64,7 @@ if renew then redis.call('PEXPIRE', seq_key, left) end
 local notice = notice_of(ARGV[3], record, limit, seq, '\192')
 redis.call(PUBLISH, session .. 'events', notice)
 if INDEXED then
-  redis.call('ZADD', KEYS[2], 0, string.sub(session, 5, -3))  -- (the session id)
-  redis.call(PUBLISH, KEYS[2] .. ':events', notice)
+  redis.call('ZADD', KEYS[7], 0, string.sub(session, 5, -3))  -- (the session id)
+  redis.call(PUBLISH, KEYS[7] .. ':events', notice)
 end
 return {1, seq}
