@@ -328,6 +328,28 @@ def _move_slot(cluster: LocalCluster, key: str, to_port: int) -> None:
     wait_until(lambda: cluster.owner_of(key) == to_port, what="the slot to move")
 
 
+async def test_a_write_on_a_cluster_passes_every_key_it_touches(
+    store: RedisStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cluster checks the keys passed (and moves a call whose slot moved) before it runs a
+    script: a write names none of its own keys inside it (one Redis passes one: write_keys.lua)."""
+    passed: list[list[bytes]] = []
+    write = store._commands.write
+
+    async def recorded(script: Any, keys: list[bytes], *rest: Any) -> Any:
+        passed.append(list(keys))
+        return await write(script, keys, *rest)
+
+    monkeypatch.setattr(store._commands, "write", recorded)
+    sid = new_session()
+    state = await store.create(new_questionnaire(sid))
+    assert await store.compare_and_set(contract.completed(state), state.version)
+    base = f"qb:{{{sid}}}:".encode()
+    touched = [base + b"q:" + state.id.encode(), base + b"queue", base + b"seq", base + b"inbox"]
+    touched += [base + b"ev:" + state.id.encode(), base + b"history"]
+    assert passed == [touched, touched]
+
+
 async def test_a_session_whose_slot_moves_is_subscribed_on_its_new_master(
     cluster: LocalCluster, store: RedisStore, listener: CheckingListener
 ) -> None:

@@ -70,9 +70,12 @@ KEYS (that is what routes the script to the session's slot on a cluster, and wha
 checks is there, or moves the call, before the script runs); four scripts also read a
 questionnaire (or its events) whose id they find inside (the idempotency key's target, the
 queue's members) by building its name from the session's own prefix, which keeps the read
-on the same slot, and so on the node that runs the script. (The write scripts find that
-prefix in the seq key's name, and name the channels from it: scripts/*.lua spell
-``q:``, ``ev:``, ``events`` and ``outcomes`` too.)
+on the same slot, and so on the node that runs the script. On one Redis, where nothing
+checks or moves keys, the write scripts (run with every answer) are passed only the
+questionnaire's hash and name the session's other keys from it (scripts/write_keys.lua):
+each key passed is one more argument to pack and to parse. (The write scripts find the
+session's prefix in a key's name, and name the channels from it: scripts/*.lua spell
+``q:``, ``ev:``, ``queue``, ``seq``, ``inbox``, ``history``, ``events`` and ``outcomes`` too.)
 
 Every key of a session expires. A write renews the expiry of its questionnaire's keys (the
 hash with its events, and an older broker's list of them) and of the session's (queue, seq,
@@ -107,11 +110,14 @@ def note_key(session_id: str, name: str) -> str:
     return prefix(session_id) + "note:" + name
 
 
+def questionnaire_key(session_id: str, questionnaire_id: str) -> bytes:
+    """The questionnaire's hash, as a write script on one Redis takes it (write_keys.lua)."""
+    return ("qb:{" + session_id + "}:q:" + questionnaire_id).encode()
+
+
 def write_keys(session_id: str, questionnaire_id: str) -> list[bytes]:
-    """The keys a write script takes (bytes: packed as they are): the questionnaire, queue,
-    seq, inbox, its events, history. (Every key a script touches is passed, but for the
-    questionnaires it finds inside: a Redis Cluster checks the keys passed, and moves a
-    script whose slot moved, before it runs.)"""
+    """The keys a write script takes on a Redis Cluster (bytes: packed as they are): the
+    questionnaire, queue, seq, inbox, its events, history (write_keys.lua)."""
     base, queue, seq, inbox, history = _session_keys(session_id)
     qid = questionnaire_id.encode()
     return [base + b"q:" + qid, queue, seq, inbox, base + b"ev:" + qid, history]

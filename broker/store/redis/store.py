@@ -56,6 +56,7 @@ from broker.store.redis.keys import (
     note_key,
     prefix,
     presence_keys,
+    questionnaire_key,
     questionnaire_prefix,
     queue_key,
     queue_keys,
@@ -132,8 +133,12 @@ class RedisStore(Store):
         self._pubsub = pubsub = PubSub.of(sharded)
         # One Redis: a create keeps the inbox's index itself; a cluster's shard is elsewhere.
         self._indexed_by_create = not self._cluster
-        self._create = commands.register(write_script(CREATE, pubsub.publish, indexed=self._indexed_by_create))
-        self._compare_and_set = commands.register(write_script(COMPARE_AND_SET, pubsub.publish))
+        # One Redis: a write passes only the questionnaire's hash (write_keys.lua).
+        self._one_key = one_key = not self._cluster
+        self._create = commands.register(
+            write_script(CREATE, pubsub.publish, indexed=self._indexed_by_create, one_key=one_key)
+        )
+        self._compare_and_set = commands.register(write_script(COMPARE_AND_SET, pubsub.publish, one_key=one_key))
         self._queue = commands.register(QUEUE)
         self._events = commands.register(EVENTS)
         self._history = commands.register(HISTORY)
@@ -167,7 +172,7 @@ class RedisStore(Store):
         self, state: Questionnaire, idempotency_key: str | None = None, events: Sequence[Event] = ()
     ) -> Questionnaire:
         sid = state.session_id
-        keys = write_keys(sid, state.id)
+        keys = [questionnaire_key(sid, state.id)] if self._one_key else write_keys(sid, state.id)
         indexed = self._indexed_by_create
         if indexed:
             keys.append(index_key(inbox_shard(sid)).encode())
@@ -223,7 +228,8 @@ class RedisStore(Store):
         args = [numbers, record, prefix, packed_entry]
         for event in events:  # (in the same script: no round trip of its own)
             args.append(pack_event(event))
-        keys = write_keys(state.session_id, state.id)
+        sid = state.session_id
+        keys = [questionnaire_key(sid, state.id)] if self._one_key else write_keys(sid, state.id)
         # A write its writer shows: its notice, when it comes back here, is dropped unread,
         # known by its first bytes up to its record (a notice without its record, too large
         # to carry, could be another process's write that won a race against ours: read).

@@ -22,10 +22,11 @@ def _read(name: str) -> str:
 
 
 # The write scripts start with msgpack.lua (the encoders for what they append to a notice),
-# expiry.lua (when a write renews its keys' expiry) and a prelude (``write_script``) that
-# sets the store's publish command (PUBLISH), and find the session's key prefix in the seq
-# key's name, so that no call has to pass either.
-_HELPERS: Final = _read("msgpack.lua") + _read("expiry.lua")
+# expiry.lua (when a write renews its keys' expiry), write_keys.lua (the keys they were
+# passed, or named from the one they were passed) and a prelude (``write_script``) that sets
+# the store's publish command (PUBLISH) and how it passes keys (ONE_KEY), so that no call
+# has to pass either.
+_HELPERS: Final = _read("msgpack.lua") + _read("expiry.lua") + _read("write_keys.lua")
 CREATE: Final = _HELPERS + _read("create.lua")
 COMPARE_AND_SET: Final = _HELPERS + _read("compare_and_set.lua")
 
@@ -51,7 +52,9 @@ DELIVERY_KEEP: Final = _read("delivery_keep.lua")
 DELIVERY_FINISH: Final = _read("delivery_finish.lua")
 
 
-def write_script(body: str, publish: str, *, indexed: bool = False) -> str:
+def write_script(body: str, publish: str, *, indexed: bool = False, one_key: bool = False) -> str:
     """A write script with the store's constants: fewer arguments to pack on every call
-    (``indexed``: the create also keeps the inbox's index, on one Redis; create.lua)."""
-    return f"local PUBLISH = '{publish}'\nlocal INDEXED = {'true' if indexed else 'false'}\n{body}"
+    (``indexed``: the create also keeps the inbox's index, on one Redis; create.lua;
+    ``one_key``: it is passed the questionnaire's hash alone, on one Redis; write_keys.lua)."""
+    lua = {True: "true", False: "false"}
+    return f"local PUBLISH = '{publish}'\nlocal INDEXED = {lua[indexed]}\nlocal ONE_KEY = {lua[one_key]}\n{body}"

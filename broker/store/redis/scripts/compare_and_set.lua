@@ -1,7 +1,6 @@
--- A write script: scripts/__init__.py puts the prelude (PUBLISH), msgpack.lua and expiry.lua
--- before it.
--- KEYS: questionnaire hash, queue, seq, inbox (an older broker's), events (an older broker's),
---       history
+-- A write script: scripts/__init__.py puts the prelude (PUBLISH, ONE_KEY), msgpack.lua,
+-- expiry.lua and write_keys.lua before it.
+-- KEYS: the write's keys (write_keys.lua)
 -- ARGV: 'expected version, new version, flags, retention ms, notice record limit, moment, now'
 --       (one string, space separated: one argument to pack, not seven; flags: 1 when the state
 --       is terminal, + 2 when it is an outcome: the notice also goes to the outcomes channel;
@@ -22,9 +21,8 @@ if not expected then return redis.error_reply('ERR qbroker compare-and-set: malf
 local terminal, outcome = flags == '1' or flags == '3', flags == '3' or flags == '2'
 retention, limit, moment, now = tonumber(retention), tonumber(limit), tonumber(moment), tonumber(now)
 local record, entry = ARGV[2], ARGV[4]
-local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
-local id = string.sub(KEYS[1], #session + 3)  -- (the hash is the session's 'q:' .. id)
-local queue, seq_key, history = KEYS[2], KEYS[3], KEYS[6]
+local session, id, K = write_keys()
+local queue, seq_key, history = K[2], K[3], K[6]
 local stored = redis.call('HMGET', KEYS[1], 'v', 'x', 'i', 'n', 'e')
 if stored[1] ~= expected then
   -- A retry finds its own write:
@@ -55,17 +53,17 @@ if stored[4] and #ARGV > 4 then
   fields[#fields + 1] = tonumber(stored[4]) + #ARGV - 4
 end
 redis.call('HSET', KEYS[1], unpack(fields))
-if listed and redis.call('RPUSH', KEYS[5], unpack(ARGV, 5)) == #ARGV - 4 and not renew then
-  redis.call('PEXPIRE', KEYS[5], redis.call('PTTL', KEYS[1]))  -- (its first events: a new key)
+if listed and redis.call('RPUSH', K[5], unpack(ARGV, 5)) == #ARGV - 4 and not renew then
+  redis.call('PEXPIRE', K[5], redis.call('PTTL', K[1]))  -- (its first events: a new key)
 end
 if renew then  -- the questionnaire's keys, and the session's that must outlive them
-  for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], retention) end
+  for i = 1, 6 do redis.call('PEXPIRE', K[i], retention) end
 end
 local reply = {seq}
 local head = '\192'  -- nil: not said
 if terminal then
   redis.call('ZREM', queue, id)
-  if not stored[3] then redis.call('HDEL', KEYS[4], id) end  -- (an older broker's entry)
+  if not stored[3] then redis.call('HDEL', K[4], id) end  -- (an older broker's entry)
   reply = {seq, 1}
   head = '\194'  -- false: no open questionnaire left
   while true do  -- the next head; ids whose questionnaire expired leave the queue on the way

@@ -1,7 +1,6 @@
--- A write script: scripts/__init__.py puts the prelude (PUBLISH, INDEXED), msgpack.lua and
--- expiry.lua before it.
--- KEYS: questionnaire hash, queue, seq, inbox (an older broker's), events (an older broker's),
---       history[, the inbox index shard when INDEXED][, idempotency key]
+-- A write script: scripts/__init__.py puts the prelude (PUBLISH, INDEXED, ONE_KEY),
+-- msgpack.lua, expiry.lua and write_keys.lua before it.
+-- KEYS: the write's keys (write_keys.lua)[, the inbox index shard when INDEXED][, idempotency key]
 -- ARGV: 'version, retention ms, notice record limit, now' (one string, space separated: one
 --       argument to pack, not four; now: ms, the broker's clock), the record, the notice
 --       prefix, the inbox entry, event...
@@ -13,10 +12,10 @@ local version, retention, limit, now = string.match(ARGV[1], '^(%d+) (%d+) (%d+)
 if not version then return redis.error_reply('ERR qbroker create: malformed numbers') end
 retention, limit, now = tonumber(retention), tonumber(limit), tonumber(now)
 local record = ARGV[2]
-local session = string.sub(KEYS[3], 1, -4)  -- 'qb:{sid}:' (the seq key without 'seq')
-local id = string.sub(KEYS[1], #session + 3)  -- (the hash is the session's 'q:' .. id)
-local queue, seq_key, history = KEYS[2], KEYS[3], KEYS[6]
-local idempotency = KEYS[INDEXED and 8 or 7]
+local session, id, K, passed = write_keys()
+local queue, seq_key, history = K[2], K[3], K[6]
+local shard = INDEXED and KEYS[passed + 1]
+local idempotency = KEYS[passed + (INDEXED and 2 or 1)]
 if idempotency then
   local known = redis.call('SET', idempotency, id, 'NX', 'GET', 'PX', retention)
   if known then
@@ -34,9 +33,9 @@ if renew then left = retention end
 -- Its inbox entry (i) and its events (e: n of them, packed one after the other) are fields
 -- of the hash (compare_and_set.lua), written with it (a create run again, its first reply
 -- lost, writes the same ones again).
-redis.call('HSET', KEYS[1], 'v', version, 's', record, 'x', string.format('%.0f', now + left), 'i', ARGV[4],
+redis.call('HSET', K[1], 'v', version, 's', record, 'x', string.format('%.0f', now + left), 'i', ARGV[4],
   'n', #ARGV - 4, 'e', table.concat(ARGV, '', 5, #ARGV))
-redis.call('PEXPIRE', KEYS[1], left)
+redis.call('PEXPIRE', K[1], left)
 redis.call('ZADD', queue, 'NX', seq, id)
 redis.call('PEXPIRE', queue, left)  -- (the queue may be new: emptied, it went)
 -- The history, scored by the write number (newest last); of its two oldest entries, those
@@ -64,7 +63,7 @@ if renew then redis.call('PEXPIRE', seq_key, left) end
 local notice = notice_of(ARGV[3], record, limit, seq, '\192')
 redis.call(PUBLISH, session .. 'events', notice)
 if INDEXED then
-  redis.call('ZADD', KEYS[7], 0, string.sub(session, 5, -3))  -- (the session id)
-  redis.call(PUBLISH, KEYS[7] .. ':events', notice)
+  redis.call('ZADD', shard, 0, string.sub(session, 5, -3))  -- (the session id)
+  redis.call(PUBLISH, shard .. ':events', notice)
 end
 return {1, seq}
