@@ -187,20 +187,21 @@ refresh twice a second, the reconciliation), so a run that a loaded machine slow
 counts a little more: the same code counted 1,178,006 and 1,220,552 at load averages of 9
 and 10 with tests running beside it.
 
-Later that day the Redis path alone was cut from 2,044,100 to 1,721,981 instructions per
-questionnaire on both brokers (-15.8%; the clients' broker 1,293,673 -> 1,024,109, the
-agent's 750,427 -> 697,872), the memory store's count unchanged (1,071,421 and 1,069,066)
+Later that day the Redis path alone was cut from 2,044,100 to 1,724,036 instructions per
+questionnaire on both brokers (-15.7%; the clients' broker 1,293,673 -> 1,026,143, the
+agent's 750,427 -> 697,893), the memory store's count unchanged (1,071,421 and 1,069,066)
 and so were Redis's 32 commands per questionnaire. Each step counted on its own, in order:
-the write scripts take one key and their numbers as one argument, and the store packs
-their calls itself (hiredis packed each of a write's 22 arguments for ~1,500 instructions:
--117 k, and -21 k more for joining the parts rather than formatting them); a notice is
-handed to its handler as it is read, without waking the link's reader task or making a
-timer (-69 k); the notice of a client's answer is dropped unread by the process that wrote
-and showed it, known by its first bytes (-47 k); a record another process packed has its
-questions decoded straight into `Question` values (-44 k); and a record is packed without
-listing its questions first, a write of ours is awaited by id and version rather than by
-hashing its kilobyte of record, and the fan-out's handler makes no coroutine for a notice
-it deals with at once (-24 k together).
+the write scripts take their numbers as one argument and, on one Redis, only the
+questionnaire's hash of their keys (a cluster is passed all six: it checks them), and the
+store packs their calls itself (hiredis packed each of a write's 22 arguments for ~1,500
+instructions: -117 k, and -21 k more for joining the parts rather than formatting them);
+a notice is handed to its handler as it is read, without waking the link's reader task or
+making a timer (-69 k); the notice of a client's answer is dropped unread by the process
+that wrote and showed it, known by its first bytes up to its record (-47 k); a record
+another process packed has its questions decoded straight into `Question` values (-44 k);
+and a record is packed without listing its questions first, a write of ours is awaited by
+id and version rather than by hashing its kilobyte of record, and the fan-out's handler
+makes no coroutine for a notice it deals with at once (-24 k together).
 
 **Memory and throughput.** An idle client cost the broker 11.6-11.7 KiB on the memory store
 and 11.1-11.3 KiB on Redis in every full run on VMs 3, 5 and 7, less than the bare
