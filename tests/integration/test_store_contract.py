@@ -962,13 +962,15 @@ async def test_every_redis_key_expires(redis_store: RedisStore, redis_client: Re
 async def test_a_session_leaves_the_inbox_index_when_nothing_of_it_is_open(
     redis_store: RedisStore, redis_client: Redis
 ) -> None:
-    redis_store.unindex_after = 0.01  # (some seconds after nothing is open: here at once)
+    redis_store._inbox_index.unindex_after = 0.01  # (some seconds after nothing is open: here at once)
     sid = new_session()
     first = await redis_store.create(new_questionnaire(sid))
     second = await redis_store.create(new_questionnaire(sid))
     index = index_key(inbox_shard(sid))
     await redis_store.compare_and_set(completed(first), first.version)
-    await eventually(lambda: not redis_store._chores and not redis_store._emptied, what="the index's upkeep")
+    await eventually(
+        lambda: not redis_store._chores and not redis_store._inbox_index.emptied, what="the index's upkeep"
+    )
     assert await redis_client.zscore(index, sid) == 0  # one still open
 
     await redis_store.compare_and_set(completed(second), second.version)

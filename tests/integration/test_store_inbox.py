@@ -36,14 +36,16 @@ def new_tenant() -> str:
 
 def unindexing_at_once(store: Store) -> None:
     """A Redis store takes a session with nothing open out of the index some seconds later
-    (store.py): here at once."""
+    (inbox_index.py): here at once."""
     if isinstance(store, RedisStore):
-        store.unindex_after = 0.01
+        store._inbox_index.unindex_after = 0.01
 
 
 def upkeep_done(store: Store) -> bool:
     """No removal from the index is on its way (a Redis store's, beside its writes)."""
-    return not getattr(store, "_chores", ()) and not getattr(store, "_emptied", ())
+    if not isinstance(store, RedisStore):
+        return True
+    return not store._chores and not store._inbox_index.emptied
 
 
 async def one_session(store: Store, session_id: str) -> SessionInbox:

@@ -9,7 +9,10 @@
 - ``notices.py``: a write's notice as it travels, and the states of our own writes;
 - ``subscriptions.py``: the sessions this process follows, and what their notices mean;
 - ``routing.py``: which notice connection carries a channel (one per cluster primary);
-- ``links.py``: a notice connection, its reader task and its reconnecting.
+- ``links.py``: a notice connection, its reader task and its reconnecting;
+- ``inbox_index.py``: the inbox's index of sessions, its reads and its upkeep (``index_pages.py``:
+  the index walked a page at a time); ``push.py``, ``deliveries.py``: push subscriptions and the
+  notifications waiting.
 """
 
 from __future__ import annotations

@@ -39,7 +39,7 @@ a ``:`` (``alice:``) is answered by its one shard; a shorter one (``ali``, or no
 ``*``) by every shard. A session joins its shard when a questionnaire is created in it (on
 one Redis in the create script itself; on a cluster, where a script cannot reach another
 slot, in a second script right after it) and leaves it some seconds after nothing of it is
-open any more (store.py); readers put right what a crash in between left out of step.
+open any more (inbox_index.py); readers put right what a crash in between left out of step.
 
 Browser push subscriptions are kept per scope (a session id, a prefix pattern, ``*``), not
 per session, under one hash tag of their own, ``{/push}`` (``/`` is in no session id), so

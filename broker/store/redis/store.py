@@ -7,7 +7,6 @@ import asyncio
 import logging
 import time
 import uuid
-from collections import Counter
 from collections.abc import Coroutine, Sequence
 from typing import Any, Final
 
@@ -23,9 +22,7 @@ from broker.core.history import Summary
 from broker.core.machine import Questionnaire
 from broker.core.push import PushSubscription
 from broker.core.revocations import Revocation
-from broker.core.scopes import covering_scopes
 from broker.store.base import (
-    INBOX_SOCKETS_KEPT,
     NOTICE_STATE_LIMIT,
     Head,
     Notice,
@@ -42,28 +39,23 @@ from broker.store.records import Records, pack_event, unpack_event
 from broker.store.redis.commands import Commands, ms
 from broker.store.redis.connections import UNREACHABLE, reachable, unreachable
 from broker.store.redis.deliveries import Deliveries
-from broker.store.redis.index_pages import indexed_sessions
+from broker.store.redis.inbox_index import InboxIndex
 from broker.store.redis.keys import (
-    INBOX_SOCKETS_KEY,
     REVOCATIONS_KEYS,
     channel_for,
     claim_key,
-    inbox_channel,
-    inbox_key,
     inbox_shard,
-    inbox_shards,
     index_key,
     note_key,
     prefix,
     presence_keys,
     questionnaire_key,
     questionnaire_prefix,
-    queue_key,
     queue_keys,
     write_keys,
 )
 from broker.store.redis.links import PubSub
-from broker.store.redis.notices import created_notice, head_of, notice_prefix, notice_start, presence_message
+from broker.store.redis.notices import created_notice, head_of, notice_prefix, notice_start
 from broker.store.redis.push import PushSubscriptions
 from broker.store.redis.routing import Routing
 from broker.store.redis.scripts import (
@@ -88,7 +80,6 @@ logger = logging.getLogger(__name__)
 
 _PRESENCE_MIN_LIFETIME: Final = 3600.0  # presence keys outlive the longest reconnect grace
 _PROBE_SESSION: Final = "qbroker-start-probe"  # a session only start() uses (see _try_access)
-UNINDEX_AFTER: Final = 10.0  # seconds a session with nothing open stays in the inbox's index
 _MGET_CHUNK: Final = 1000  # keys per MGET of the reconciliation (one short command each)
 
 
@@ -147,24 +138,21 @@ class RedisStore(Store):
         self._presence = commands.register(PRESENCE)
         self._revoke = commands.register(REVOKE)
         self._revocations = commands.register(REVOCATIONS)
-        self._inbox = commands.register(INBOX)
-        self._index = commands.register(write_script(INDEX, pubsub.publish))
-        self._publish = pubsub.publish
-        self._watched: Counter[str] = Counter()  # watch_inbox's prefixes
-        self._watching: Counter[int] = Counter()  # ... and the index shards they need
         self._chores: set[asyncio.Future[None]] = set()  # the index's and presence's, off the caller's path
-        # Sessions whose last open questionnaire ended, by when (monotonic): they leave the
-        # index ``unindex_after`` seconds later if still empty, a batch at a time (a session
-        # asked again meanwhile, the usual case, costs nothing).
-        self.unindex_after = UNINDEX_AFTER
-        self._emptied: dict[str, float] = {}
-        self._unindex_timer: asyncio.TimerHandle | None = None
         self._push = PushSubscriptions(commands)
         self._deliveries = Deliveries(commands)
 
         self._records = records = Records()
         self._subscriptions = subscriptions = Subscriptions(Routing(client, commands.wire), pubsub, records)
         self._own_writes = subscriptions.own_writes
+        self._inbox_index = InboxIndex(
+            commands,
+            subscriptions,
+            publish=pubsub.publish,
+            index=commands.register(write_script(INDEX, pubsub.publish)),
+            inbox_script=commands.register(INBOX),
+            chore=self._chore,
+        )
 
     # --- questionnaires -------------------------------------------------------------
 
@@ -189,11 +177,11 @@ class RedisStore(Store):
             raise unreachable("create", exc) from exc
         if int(reply[0]) == 1:
             if not indexed:  # after it is stored: whoever hears of it then finds it (see _unindex)
-                await self._index_session(sid, created_notice(state, record, int(reply[1])))
+                await self._inbox_index.add(sid, created_notice(state, record, int(reply[1])))
             return state
         stored = self._unpack(reply[1])
         if not indexed and not stored.is_terminal:  # a retry after a failure between the two
-            await self._index_session(sid, b"")
+            await self._inbox_index.add(sid, b"")
         return stored
 
     async def load(self, session_id: str, questionnaire_id: str) -> Questionnaire | None:
@@ -254,9 +242,7 @@ class RedisStore(Store):
         if seq == 0 or len(reply) < 2:
             return Written(seq)
         if len(reply) == 2:  # nothing open left in the session: it leaves the inbox's index soon
-            self._emptied[state.session_id] = time.monotonic()
-            if self._unindex_timer is None:
-                self._unindex_timer = asyncio.get_running_loop().call_later(self.unindex_after, self._unindex_due)
+            self._inbox_index.empty(sid)
             return Written(seq, Head(None, seq))
         return Written(seq, self._head(reply[2], seq))
 
@@ -323,14 +309,14 @@ class RedisStore(Store):
                 self._heartbeat, presence_keys(session_id), [client_id, repr(now + ttl), repr(now), lifetime]
             )
         if clients is not None and int(clients) >= 0:  # (None: a script of an older broker's)
-            self._chore(self._tell_presence(session_id, int(clients)))
+            self._chore(self._inbox_index.tell_presence(session_id, int(clients)))
 
     async def leave(self, session_id: str, client_id: str, now: float) -> None:
         lifetime = ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
         with reachable("leave"):
             clients = await self._commands.run(self._leave, presence_keys(session_id), [client_id, repr(now), lifetime])
         if clients is not None and int(clients) >= 0:
-            self._chore(self._tell_presence(session_id, int(clients)))
+            self._chore(self._inbox_index.tell_presence(session_id, int(clients)))
 
     async def presence(self, session_id: str, now: float) -> Presence:
         lifetime = ms(max(self.retention, _PRESENCE_MIN_LIFETIME))
@@ -339,7 +325,7 @@ class RedisStore(Store):
                 self._presence, presence_keys(session_id), [repr(now), lifetime]
             )
         if lapsed and int(lapsed[0]):
-            self._chore(self._tell_presence(session_id, int(clients)))
+            self._chore(self._inbox_index.tell_presence(session_id, int(clients)))
         return Presence(int(clients), None if seen is None else float(seen))
 
     # --- claims ---------------------------------------------------------------------
@@ -381,130 +367,30 @@ class RedisStore(Store):
         kept = [_revocation(bytes(flat[i]).decode(), bytes(flat[i + 1]).decode()) for i in range(0, len(flat), 2)]
         return bytes(reply[0]).decode(), kept
 
-    # --- the inbox ------------------------------------------------------------------
+    # --- the inbox (inbox_index.py) --------------------------------------------------
 
     async def open_sessions(self, prefix: str) -> list[str]:
-        low, high = (b"[" + prefix.encode(), b"[" + prefix.encode() + b"\xff") if prefix else (b"-", b"+")
-        with reachable("open_sessions"):
-            replies = await asyncio.gather(
-                *(self._commands.command("ZRANGEBYLEX", index_key(shard), low, high) for shard in inbox_shards(prefix))
-            )
-        return [bytes(sid).decode() for reply in replies for sid in reply]
+        return await self._inbox_index.open_sessions(prefix)
 
     async def inbox_sessions(self, prefix: str, start: str, count: int) -> list[str]:
-        return await indexed_sessions(self._commands, prefix, start, count)
+        return await self._inbox_index.sessions(prefix, start, count)
 
     async def session_inboxes(self, session_ids: list[str], now: float) -> list[SessionInbox]:
-        with reachable("session_inboxes"):
-            replies = await asyncio.gather(
-                *(
-                    self._commands.run(
-                        self._inbox,
-                        [prefix(sid) + "queue", prefix(sid) + "clients", prefix(sid) + "seq", inbox_key(sid)],
-                        [questionnaire_prefix(sid), repr(now)],
-                    )
-                    for sid in session_ids
-                )
-            )
-        inboxes = []
-        for sid, (seq, clients, *packed) in zip(session_ids, replies, strict=True):
-            entries = []
-            for data in packed:
-                try:
-                    entries.append(inbox.unpack(data))
-                except ValueError:
-                    logger.warning("ignoring a malformed inbox entry", extra={"session": sid})
-            if not entries:  # (a session the index still lists: its last questionnaire ended)
-                self._chore(self._unindex(sid))
-            inboxes.append(SessionInbox(sid, tuple(entries), int(clients), int(seq)))
-        return inboxes
+        return await self._inbox_index.session_inboxes(session_ids, now)
 
     async def watch_inbox(self, prefix: str) -> None:
-        """Subscribes the prefix's index shards' channels (counted: several prefixes share one)."""
-        self._watched[prefix] += 1
-        shards = inbox_shards(prefix)
-        fresh = [shard for shard in shards if self._watching[shard] == 0]
-        self._watching.update(shards)
-        try:
-            await asyncio.gather(
-                *(self._subscriptions.subscribe_inbox(inbox_channel(shard).encode()) for shard in fresh)
-            )
-        except BaseException:
-            await self.unwatch_inbox(prefix)
-            raise
+        await self._inbox_index.watch(prefix)
 
     async def unwatch_inbox(self, prefix: str) -> None:
-        if self._watched[prefix] <= 0:
-            return
-        self._watched[prefix] -= 1
-        if self._watched[prefix] == 0:
-            del self._watched[prefix]
-        for shard in inbox_shards(prefix):
-            self._watching[shard] -= 1
-            if self._watching[shard] <= 0:
-                del self._watching[shard]
-                await self._subscriptions.unsubscribe_inbox(inbox_channel(shard).encode())
+        await self._inbox_index.unwatch(prefix)
 
     async def inbox_heartbeat(self, scopes: list[str], ttl: float, now: float) -> None:
-        if not scopes:
-            return
-        pairs: list[EncodableT] = []
-        for scope in scopes:
-            pairs += [repr(now + ttl), scope]
-        with reachable("inbox heartbeat"):
-            await self._commands.command("ZADD", INBOX_SOCKETS_KEY, "GT", *pairs)
-            await self._commands.command("ZREMRANGEBYSCORE", INBOX_SOCKETS_KEY, "-inf", repr(now - INBOX_SOCKETS_KEPT))
+        await self._inbox_index.heartbeat(scopes, ttl, now)
 
     async def inbox_until(self, session_id: str) -> float | None:
-        with reachable("inbox_until"):
-            kept = await self._commands.command("ZMSCORE", INBOX_SOCKETS_KEY, *covering_scopes(session_id))
-        return max((float(until) for until in kept if until is not None), default=None)
+        return await self._inbox_index.until(session_id)
 
-    async def _index_session(self, session_id: str, created: bytes) -> None:
-        """Add the session to its index shard (and publish ``created``, a create's notice, on
-        the shard's channel). A failure here leaves the questionnaire out of the inbox until
-        the agent retries (a create repeated by its Idempotency-Key indexes it again): it
-        does not fail the start."""
-        try:
-            with reachable("index"):
-                await self._commands.run(self._index, [index_key(inbox_shard(session_id))], [session_id, created])
-        except StoreUnavailable as exc:
-            logger.warning("inbox index not updated: %s", exc, extra={"session": session_id})
-
-    def _unindex_due(self) -> None:
-        """Take the sessions emptied ``unindex_after`` ago (and still empty) out of the index."""
-        self._unindex_timer = None
-        now = time.monotonic()
-        due = [sid for sid, at in self._emptied.items() if now - at >= self.unindex_after]
-        for sid in due:
-            del self._emptied[sid]
-        if due:
-            self._chore(self._unindex_if_empty(due))
-        if self._emptied:
-            wait = min(self._emptied.values()) + self.unindex_after - now
-            self._unindex_timer = asyncio.get_running_loop().call_later(max(0.01, wait), self._unindex_due)
-
-    async def _unindex_if_empty(self, session_ids: list[str]) -> None:
-        with reachable("unindex"):
-            found = await asyncio.gather(*(self._commands.command("EXISTS", queue_key(sid)) for sid in session_ids))
-        for sid, exists in zip(session_ids, found, strict=True):
-            if not int(exists):
-                await self._unindex(sid)
-
-    async def _unindex(self, session_id: str) -> None:
-        """Take a session with nothing open out of its index shard, then look again: a
-        questionnaire created meanwhile (its create indexes it after it is stored, and may
-        have done so just before the removal) puts it back."""
-        key = index_key(inbox_shard(session_id))
-        with reachable("unindex"):
-            await self._commands.command("ZREM", key, session_id)
-            if int(await self._commands.command("EXISTS", queue_key(session_id))):
-                await self._commands.command("ZADD", key, 0, session_id)
-
-    async def _tell_presence(self, session_id: str, clients: int) -> None:
-        channel = inbox_channel(inbox_shard(session_id))
-        with reachable("presence notice"):
-            await self._commands.command(self._publish, channel, presence_message(session_id, clients))
+    # --- chores -----------------------------------------------------------------------
 
     def _look_again(self, state: Questionnaire) -> None:
         """Tell this process to read the session again: a write of ours may have landed
@@ -601,8 +487,7 @@ class RedisStore(Store):
         await self.head(_PROBE_SESSION)
 
     async def close(self) -> None:
-        if self._unindex_timer is not None:
-            self._unindex_timer.cancel()
+        self._inbox_index.close()
         for chore in list(self._chores):
             chore.cancel()
         await self._subscriptions.close()
