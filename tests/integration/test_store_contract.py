@@ -1063,16 +1063,22 @@ async def test_the_notice_of_its_own_write_gives_a_store_the_state_it_wrote(
     assert not redis_store._own_writes.states  # the notice took its state with it
 
 
+async def followed_and_created(store: RedisStore, listener: Listener) -> tuple[str, Questionnaire]:
+    """A new session ``store`` follows, with a questionnaire created in it (its notice heard)."""
+    sid = new_session()
+    await store.subscribe(sid)
+    state = await store.create(new_questionnaire(sid))
+    assert await listener.next_notice() == Notice(sid, state.id, 0)
+    return sid, state
+
+
 async def test_a_write_its_writer_shows_is_not_told_back_to_its_process_but_to_every_other(
     redis_store: RedisStore, redis_client: Redis, listener: Listener
 ) -> None:
     """As on the memory store: the writer shows it and wakes its own waiting calls itself.
     Its notice still goes out (other processes need it) and is dropped unread here."""
-    sid = new_session()
-    await redis_store.subscribe(sid)
+    sid, state = await followed_and_created(redis_store, listener)
     other_process = RedisStore("redis://unused", 3600.0, client=redis_client)
-    state = await redis_store.create(new_questionnaire(sid))
-    assert await listener.next_notice() == Notice(sid, state.id, 0)
     async with redis_client.pubsub() as elsewhere:
         await elsewhere.subscribe(channel_for(sid))
         await elsewhere.get_message(timeout=1.0)  # (the subscription's confirmation)
@@ -1092,11 +1098,8 @@ async def test_a_shown_write_that_lost_the_race_leaves_the_winners_notice_to_be_
     redis_store: RedisStore, redis_client: Redis, listener: Listener
 ) -> None:
     """Same questionnaire, same version, same status: only the record tells them apart."""
-    sid = new_session()
-    await redis_store.subscribe(sid)
+    sid, state = await followed_and_created(redis_store, listener)
     other_process = RedisStore("redis://unused", 3600.0, client=redis_client)
-    state = await redis_store.create(new_questionnaire(sid))
-    assert await listener.next_notice() == Notice(sid, state.id, 0)
     theirs = advanced(state, machine.Draft(state.id, 0, ("production",)))
     assert await other_process.compare_and_set(theirs, state.version)
     ours = advanced(state, machine.Draft(state.id, 0, ("staging",)), now=NOW + 2)
@@ -1111,10 +1114,7 @@ async def test_a_shown_write_too_large_for_its_notice_to_carry_is_told_back_all_
 ) -> None:
     """Its notice has no record to tell it from another process's write of the same version."""
     monkeypatch.setattr(redis_store_module, "NOTICE_STATE_LIMIT", 16)
-    sid = new_session()
-    await redis_store.subscribe(sid)
-    state = await redis_store.create(new_questionnaire(sid))
-    assert (await listener.next_notice()).version == state.version
+    sid, state = await followed_and_created(redis_store, listener)
     drafted = advanced(state, machine.Draft(state.id, 0, ("staging",)))
     assert await redis_store.commit(drafted, state.version, shown_by_writer=True) is not None
     heard = await listener.next_notice()
@@ -1126,10 +1126,7 @@ async def test_a_shown_write_whose_caller_fails_after_its_notice_was_dropped_has
 ) -> None:
     """The write landed, its notice came back and was dropped unread, then the call failed
     (its reply lost): nobody showed it, so this process is told to read the session again."""
-    sid = new_session()
-    await redis_store.subscribe(sid)
-    state = await redis_store.create(new_questionnaire(sid))
-    assert (await listener.next_notice()).version == state.version
+    sid, state = await followed_and_created(redis_store, listener)
     commands = redis_store._commands
     real_write = commands.write
 

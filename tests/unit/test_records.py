@@ -85,6 +85,22 @@ def test_a_later_record_of_a_known_questionnaire_reuses_its_questions() -> None:
     assert later.answers and later.step == 1
 
 
+def counting_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The sizes of what records.py decodes through a dict (from_msgpack), from now on."""
+    decoded: list[int] = []
+
+    def counted(data: bytes) -> object:
+        decoded.append(len(data))
+        return from_msgpack(data)
+
+    monkeypatch.setattr(records_module, "from_msgpack", counted)
+    return decoded
+
+
+def packed_questions_size(state: Questionnaire) -> int:
+    return len(msgspec.msgpack.encode([question.to_wire() for question in state.questions]))
+
+
 @pytest.mark.parametrize("questionnaire_id", ["qn-1", "0f9a3c1e-1111-2222-3333-444455556666", "q" * 300])
 def test_a_record_packed_here_of_a_known_questionnaire_decodes_only_its_rest(
     questionnaire_id: str, monkeypatch: pytest.MonkeyPatch
@@ -95,17 +111,11 @@ def test_a_record_packed_here_of_a_known_questionnaire_decodes_only_its_rest(
     state = msgspec.structs.replace(answer(new_questionnaire(), "a"), id=questionnaire_id)
     packer, receiver = Records(), Records()
     receiver.unpack(packer.pack(state))  # the receiver learns the questions
-    decoded: list[int] = []
-
-    def counted(data: bytes) -> object:
-        decoded.append(len(data))
-        return from_msgpack(data)
-
-    monkeypatch.setattr(records_module, "from_msgpack", counted)
+    decoded = counting_decodes(monkeypatch)
     packed = packer.pack(state)
     unpacked = receiver.unpack(packed)
     assert unpacked == state
-    questions_size = len(msgspec.msgpack.encode([question.to_wire() for question in state.questions]))
+    questions_size = packed_questions_size(state)
     assert len(decoded) == 1 and decoded[0] <= len(packed) - questions_size  # (the rest alone)
 
 
@@ -117,16 +127,10 @@ def test_a_record_another_process_packed_has_its_questions_decoded_straight_and_
     then known, and the next record of that questionnaire reuses them."""
     state = make()
     packer, receiver = Records(), Records()
-    decoded: list[int] = []
-
-    def counted(data: bytes) -> object:
-        decoded.append(len(data))
-        return from_msgpack(data)
-
-    monkeypatch.setattr(records_module, "from_msgpack", counted)
+    decoded = counting_decodes(monkeypatch)
     packed = packer.pack(state)
     first = receiver.unpack(packed)
-    questions_size = len(msgspec.msgpack.encode([question.to_wire() for question in state.questions]))
+    questions_size = packed_questions_size(state)
     assert first == state
     assert len(decoded) == 1 and decoded[0] <= len(packed) - questions_size
     if not state.is_terminal:  # (an ended questionnaire is forgotten at once)

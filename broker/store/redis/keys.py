@@ -112,7 +112,7 @@ def note_key(session_id: str, name: str) -> str:
 
 def questionnaire_key(session_id: str, questionnaire_id: str) -> bytes:
     """The questionnaire's hash, as a write script on one Redis takes it (write_keys.lua)."""
-    return ("qb:{" + session_id + "}:q:" + questionnaire_id).encode()
+    return _session_keys(session_id)[0] + b"q:" + questionnaire_id.encode()
 
 
 def write_keys(session_id: str, questionnaire_id: str) -> list[bytes]:

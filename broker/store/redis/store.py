@@ -160,7 +160,7 @@ class RedisStore(Store):
         self, state: Questionnaire, idempotency_key: str | None = None, events: Sequence[Event] = ()
     ) -> Questionnaire:
         sid = state.session_id
-        keys = [questionnaire_key(sid, state.id)] if self._one_key else write_keys(sid, state.id)
+        keys = self._write_keys(sid, state.id)
         indexed = self._indexed_by_create
         if indexed:
             keys.append(index_key(inbox_shard(sid)).encode())
@@ -198,6 +198,7 @@ class RedisStore(Store):
         events: Sequence[Event] = (),
     ) -> Written | None:
         # (The notice goes out regardless: other processes' clients and waiters need it.)
+        sid = state.session_id
         entry = inbox.entry_of(state)
         flags = (1 if state.is_terminal else 0) + (2 if state.is_outcome else 0)
         moment = 0 if entry is None else inbox.moment_length(entry)
@@ -212,31 +213,30 @@ class RedisStore(Store):
         )
         packed_entry = b"" if entry is None else inbox.pack(entry)
         own = self._own_writes
-        record, prefix = own.pack(state, shown_by_writer), notice_prefix(state)
-        args = [numbers, record, prefix, packed_entry]
+        record, notice_head = own.pack(state, shown_by_writer), notice_prefix(state)
+        args = [numbers, record, notice_head, packed_entry]
         for event in events:  # (in the same script: no round trip of its own)
             args.append(pack_event(event))
-        sid = state.session_id
-        keys = [questionnaire_key(sid, state.id)] if self._one_key else write_keys(sid, state.id)
+        keys = self._write_keys(sid, state.id)
         # A write its writer shows: its notice, when it comes back here, is dropped unread,
         # known by its first bytes up to its record (a notice without its record, too large
         # to carry, could be another process's write that won a race against ours: read).
         expected = b""  # (the start of that notice, when it will come back here)
         if shown_by_writer and len(record) <= NOTICE_STATE_LIMIT:
-            start = notice_start(prefix, record)
-            if own.expect(state.session_id, start):
+            start = notice_start(notice_head, record)
+            if own.expect(sid, start):
                 expected = start
         try:
             reply = await self._commands.write(self._compare_and_set, keys, args, _set)
         except BaseException as exc:
-            if expected and not own.unexpect(state.session_id, expected):
+            if expected and not own.unexpect(sid, expected):
                 self._look_again(state)  # (its notice was dropped here, and the caller fails)
             if isinstance(exc, UNREACHABLE):
                 raise unreachable("compare_and_set", exc) from exc
             raise
         if not isinstance(reply, list):
             if expected:
-                own.unexpect(state.session_id, expected)
+                own.unexpect(sid, expected)
             return None
         seq = int(reply[0])
         if seq == 0 or len(reply) < 2:
@@ -245,6 +245,13 @@ class RedisStore(Store):
             self._inbox_index.empty(sid)
             return Written(seq, Head(None, seq))
         return Written(seq, self._head(reply[2], seq))
+
+    def _write_keys(self, session_id: str, questionnaire_id: str) -> list[bytes]:
+        """The keys a write script is passed: on one Redis the questionnaire's alone, on a
+        cluster every one it touches (scripts/write_keys.lua)."""
+        if self._one_key:
+            return [questionnaire_key(session_id, questionnaire_id)]
+        return write_keys(session_id, questionnaire_id)
 
     async def queue(self, session_id: str) -> list[str]:
         with reachable("queue"):
