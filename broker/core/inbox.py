@@ -31,6 +31,7 @@ from __future__ import annotations
 import base64
 import binascii
 from collections.abc import Iterable
+from functools import lru_cache
 from typing import Any, Final
 
 import msgspec
@@ -96,21 +97,23 @@ class Entry(msgspec.Struct, frozen=True, array_like=True):
 
 def entry_of(state: Questionnaire) -> Entry | None:
     """The entry of ``state`` as it stands; None once it has ended."""
-    question = state.current_question
-    if state.is_terminal or question is None:
+    index, questions = len(state.answers), state.questions  # (current_index, without a property call)
+    if index >= len(questions) or state.is_terminal:
         return None
+    question = questions[index]
+    # (Positional, in the fields' order: every write makes one.)
     return Entry(
-        step=state.step,
-        status=state.status,
-        session_id=state.session_id,
-        questionnaire_id=state.id,
-        label=question.label,
-        prompt=question.prompt,
-        index=state.current_index,
-        total=len(state.questions),
-        created_at=state.created_at,
-        updated_at=state.updated_at,
-        asked_by=state.asked_by,
+        state.step,
+        state.status,
+        state.session_id,
+        state.id,
+        question.label,
+        question.prompt,
+        index,
+        len(questions),
+        state.created_at,
+        state.updated_at,
+        state.asked_by,
     )
 
 
@@ -143,7 +146,12 @@ def unpack(packed: bytes) -> Entry:
 def moment_length(entry: Entry) -> int:
     """How many leading bytes of ``pack(entry)`` say its step and status: a store compares
     them with the stored entry's to keep the entry a draft did not move."""
-    return 1 + len(_encode(entry.step)) + len(_encode(entry.status))  # (1: the array's header)
+    return _moment_length(entry.step, entry.status)
+
+
+@lru_cache(maxsize=1024)  # (a few steps and statuses: every write asks)
+def _moment_length(step: int, status: str) -> int:
+    return 1 + len(_encode(step)) + len(_encode(status))  # (1: the array's header)
 
 
 # --- order and pages --------------------------------------------------------------

@@ -19,7 +19,7 @@ a Redis broker's CPU went to that, on the path of every start).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Final, NamedTuple
+from typing import Any, Final, NamedTuple
 
 import msgspec
 
@@ -59,6 +59,59 @@ _QUESTIONS_KEY: Final[bytes] = to_msgpack("questions")
 _ID_HEAD: Final = _WHOLE_HEAD + to_msgpack("id")
 
 
+class _AnswerRecord(msgspec.Struct, omit_defaults=True, rename="camel"):
+    """An answer as a record spells it (``Answer.to_wire``'s map; ``other`` only when given)."""
+
+    question_id: str
+    selected_option_ids: tuple[str, ...]
+    other: str | None = None
+
+
+class _RestRecord(msgspec.Struct, rename="camel"):
+    """A record but its questions: ``Questionnaire.to_record_but_questions``'s map, its keys
+    in that order, packed by msgspec from the fields rather than from a dict built for it (a
+    third of a write's packing). The byte-for-byte test holds them to the same bytes."""
+
+    id: str
+    session_id: str
+    created_at: float
+    updated_at: float
+    status: str
+    revision: int
+    step: int
+    version: int
+    answers: list[_AnswerRecord]
+    draft: Any
+    clarifications: Any
+    cancellation_reason: str | None
+    asked_by: str | None
+    client_wait: float | None
+    answered_by: Any
+    in_host_since: float | None
+
+
+def _rest_of(state: Questionnaire) -> _RestRecord:
+    draft, clarifications = state.draft, state.clarifications
+    return _RestRecord(
+        state.id,
+        state.session_id,
+        state.created_at,
+        state.updated_at,
+        state.status,
+        state.revision,
+        state.step,
+        state.version,
+        [_AnswerRecord(a.question_id, a.selection.selected_option_ids, a.selection.other) for a in state.answers],
+        None if draft is None else draft.to_wire(),
+        [c.to_wire() for c in clarifications] if clarifications else [],
+        state.cancellation_reason,
+        state.asked_by,
+        state.client_wait,
+        state.answered_by,  # (an Actor packs as Actor.to_wire spells it)
+        state.in_host_since,
+    )
+
+
 class _Known(NamedTuple):
     questions: tuple[Question, ...]
     tail: bytes  # how a record packed here ends: the "questions" key, then the questions packed
@@ -84,7 +137,7 @@ class Records:
         self._known: OrderedDict[str, _Known] = OrderedDict()
 
     def pack(self, state: Questionnaire) -> bytes:
-        rest = to_msgpack(state.to_record_but_questions())  # (starts with _REST_HEAD)
+        rest = to_msgpack(_rest_of(state))  # (starts with _REST_HEAD)
         if state.is_terminal:  # its last write: used once more, then forgotten
             known = self._known.pop(state.id, None)
             if known is None or known.questions is not state.questions:

@@ -8,6 +8,7 @@ import msgpack
 import msgspec
 import pytest
 
+from broker.core.actors import Actor, ClientInfo
 from broker.core.machine import Questionnaire
 from broker.store import records as records_module
 from broker.store.records import Records, from_msgpack, to_msgpack
@@ -23,6 +24,18 @@ SAMPLES = {
     "cancelled": lambda: cancel(new_questionnaire()),
     "asked by someone": lambda: msgspec.structs.replace(answer(new_questionnaire(), "a"), asked_by="build-agent"),
     "with its own client wait": lambda: msgspec.structs.replace(new_questionnaire(), client_wait=900.0),
+    "answered by a client, in a host's form": lambda: msgspec.structs.replace(
+        answer(
+            answer(new_questionnaire(single(options=("a",)), multi(options=("b",)), single("last")), "a"),
+            "b",
+            other="x",
+        ),
+        answered_by=Actor("alice", "client", ClientInfo("web", "Firefox")),
+        in_host_since=1_800_000_123.5,
+    ),
+    "answered by an agent": lambda: msgspec.structs.replace(
+        answer(new_questionnaire(), "a"), answered_by=Actor(None, "agent")
+    ),
 }
 
 

@@ -135,6 +135,13 @@ def channel_for(session_id: str, outcomes_only: bool = False) -> str:
     return prefix(session_id) + ("outcomes" if outcomes_only else "events")
 
 
+@lru_cache(maxsize=4096)
+def channel_bytes(session_id: str, outcomes_only: bool = False) -> bytes:
+    """``channel_for`` as the notice connections name it (made once per session: every write
+    and every notice asks)."""
+    return channel_for(session_id, outcomes_only).encode()
+
+
 def queue_key(session_id: str) -> str:
     return prefix(session_id) + "queue"
 

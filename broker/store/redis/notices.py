@@ -19,7 +19,7 @@ from typing import Any, Final, NamedTuple
 from broker.core.machine import Questionnaire
 from broker.store.base import NOTICE_STATE_LIMIT, Head, Notice, Record
 from broker.store.records import Records, from_msgpack, to_msgpack
-from broker.store.redis.keys import channel_for
+from broker.store.redis.keys import channel_bytes
 
 _OWN_RECORDS: Final = 512  # records of this process's latest writes kept to recognise their notices
 _SHOWN_KEPT: Final = 64  # notices of shown writes awaited per session (the oldest go: lost ones)
@@ -47,7 +47,7 @@ def created_notice(state: Questionnaire, record: bytes, seq: int) -> bytes:
 def notice_start(prefix: bytes, record: bytes) -> bytes:
     """How the notice of a write of ``record`` starts, up to and with its record (one small
     enough to carry), as the write scripts spell it (msgpack.lua: a bin 32)."""
-    return prefix + b"\xc6" + len(record).to_bytes(4, "big") + record
+    return b"".join((prefix, b"\xc6", len(record).to_bytes(4, "big"), record))  # (one copy of the record)
 
 
 def presence_message(session_id: str, clients: int) -> bytes:
@@ -143,8 +143,8 @@ class OwnWrites:
         if shown:
             return packed
         followed = self._followed
-        if channel_for(state.session_id).encode() in followed or (
-            state.is_outcome and channel_for(state.session_id, outcomes_only=True).encode() in followed
+        if channel_bytes(state.session_id) in followed or (
+            state.is_outcome and channel_bytes(state.session_id, True) in followed
         ):
             own = self.states
             own[(state.id, state.version)] = Kept(packed, state)
@@ -155,7 +155,7 @@ class OwnWrites:
     def expect(self, session_id: str, start: bytes) -> bool:
         """Expect the notice of a shown write, which starts with ``start`` (notice_start);
         False: it will not come here (this process does not follow the session)."""
-        channel = channel_for(session_id).encode()
+        channel = channel_bytes(session_id)
         if channel not in self._followed:
             return False
         expected = self.shown.get(channel)
@@ -168,7 +168,7 @@ class OwnWrites:
         """A shown write that did not happen, or may not have (then its notice, should it
         come, is read as any other). False: its notice is no longer awaited (it came and was
         dropped unread, or too many came after it), so the write did happen, or may have."""
-        expected = self.shown.get(channel_for(session_id).encode())
+        expected = self.shown.get(channel_bytes(session_id))
         if expected is None:
             return False
         try:

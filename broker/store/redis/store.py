@@ -8,7 +8,7 @@ import logging
 import time
 import uuid
 from collections.abc import Coroutine, Sequence
-from typing import Any, Final
+from typing import Any, Final, get_args
 
 import msgspec
 from redis.asyncio import Redis
@@ -19,7 +19,7 @@ from redis.typing import EncodableT
 from broker.core import inbox
 from broker.core.events import Event
 from broker.core.history import Summary
-from broker.core.machine import Questionnaire
+from broker.core.machine import OUTCOMES, TERMINAL, Questionnaire, Status
 from broker.core.push import PushSubscription
 from broker.core.revocations import Revocation
 from broker.store.base import (
@@ -154,6 +154,15 @@ class RedisStore(Store):
             chore=self._chore,
         )
 
+    @property
+    def retention(self) -> float:
+        return self._retention
+
+    @retention.setter
+    def retention(self, seconds: float) -> None:
+        self._retention = seconds
+        self._retention_ms = b"%d" % ms(seconds)  # (in every write's numbers: formatted once)
+
     # --- questionnaires -------------------------------------------------------------
 
     async def create(
@@ -168,7 +177,7 @@ class RedisStore(Store):
             keys.append((prefix(sid) + "idem:" + idempotency_key).encode())
         entry = inbox.entry_of(state)
         record = self._own_writes.pack(state)
-        numbers = b"%d %d %d %d" % (state.version, ms(self.retention), NOTICE_STATE_LIMIT, _now_ms())
+        numbers = b"%d %b %d %d" % (state.version, self._retention_ms, NOTICE_STATE_LIMIT, _now_ms())
         args = [numbers, record, notice_prefix(state), b"" if entry is None else inbox.pack(entry)]
         args += [pack_event(event) for event in events]
         try:
@@ -200,13 +209,13 @@ class RedisStore(Store):
         # (The notice goes out regardless: other processes' clients and waiters need it.)
         sid = state.session_id
         entry = inbox.entry_of(state)
-        flags = (1 if state.is_terminal else 0) + (2 if state.is_outcome else 0)
+        flags = _FLAGS[state.status]
         moment = 0 if entry is None else inbox.moment_length(entry)
-        numbers = b"%d %d %d %d %d %d %d" % (
+        numbers = b"%d %d %d %b %d %d %d" % (
             expected_version,
             state.version,
             flags,
-            ms(self.retention),
+            self._retention_ms,
             NOTICE_STATE_LIMIT,
             moment,
             _now_ms(),  # (the scripts renew expiries by it: expiry.lua)
@@ -550,8 +559,13 @@ def _set(reply: Any) -> bool:
     return isinstance(reply, list)
 
 
+# A compare-and-set's flags by the status it writes: 1 when it is terminal, + 2 when it is an
+# outcome (compare_and_set.lua).
+_FLAGS: Final = {status: (status in TERMINAL) + 2 * (status in OUTCOMES) for status in get_args(Status)}
+
+
 def _now_ms() -> int:
-    return int(time.time() * 1000)
+    return time.time_ns() // 1_000_000
 
 
 def _revocation(field: str, value: str) -> Revocation:
