@@ -8,7 +8,8 @@ questions equal them reuses them instead of building some forty objects again). 
 packed here ends with those very bytes, so for one of a known questionnaire only the rest is
 decoded. One packed so by another process, of a questionnaire not known here yet, has its
 questions found as bytes and decoded straight into Question values (msgspec, typed: no dict
-per question and option to build them from), and is known from then on.
+per question and option to build them from), and is known from then on. The rest, too, is
+packed from and read into typed fields (``_RestRecord``), not through a dict built for it.
 
 A questionnaire is forgotten as soon as a record of it ends it (no write follows an end):
 its forty-odd objects are freed while they are still in the processor's cache, not a
@@ -19,12 +20,13 @@ a Redis broker's CPU went to that, on the path of every start).
 from __future__ import annotations
 
 from collections import OrderedDict
-from typing import Any, Final, NamedTuple
+from typing import Final, NamedTuple
 
 import msgspec
 
+from broker.core.actors import Actor
 from broker.core.events import Event
-from broker.core.machine import Questionnaire
+from broker.core.machine import Answer, Clarification, Questionnaire, Selection
 from broker.core.model import Question
 
 KNOWN_QUESTIONNAIRES: Final = 1024  # questionnaires whose questions a process keeps
@@ -59,18 +61,35 @@ _QUESTIONS_KEY: Final[bytes] = to_msgpack("questions")
 _ID_HEAD: Final = _WHOLE_HEAD + to_msgpack("id")
 
 
-class _AnswerRecord(msgspec.Struct, omit_defaults=True, rename="camel"):
-    """An answer as a record spells it (``Answer.to_wire``'s map; ``other`` only when given)."""
+class _AnswerRecord(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """An answer as a record spells it (``Answer.to_wire``: ``other`` only when given)."""
 
     question_id: str
     selected_option_ids: tuple[str, ...]
     other: str | None = None
 
 
-class _RestRecord(msgspec.Struct, rename="camel"):
+class _SelectionRecord(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """A draft as a record spells it (``Selection.to_wire``)."""
+
+    selected_option_ids: tuple[str, ...]
+    other: str | None = None
+
+
+class _ClarificationRecord(msgspec.Struct, frozen=True, omit_defaults=True, rename="camel"):
+    """A clarification as a record spells it (``Clarification.to_wire``)."""
+
+    revision: int
+    question_id: str
+    request: str
+    response: str | None = None
+
+
+class _RestRecord(msgspec.Struct, frozen=True, rename="camel"):
     """A record but its questions: ``Questionnaire.to_record_but_questions``'s map, its keys
-    in that order, packed by msgspec from the fields rather than from a dict built for it (a
-    third of a write's packing). The byte-for-byte test holds them to the same bytes."""
+    in that order, packed and read by msgspec from and into these fields rather than through
+    a dict built for it (the byte-for-byte tests hold both ways to the same bytes). An Actor
+    packs and reads as ``Actor.to_wire`` spells it."""
 
     id: str
     session_id: str
@@ -80,14 +99,23 @@ class _RestRecord(msgspec.Struct, rename="camel"):
     revision: int
     step: int
     version: int
-    answers: list[_AnswerRecord]
-    draft: Any
-    clarifications: Any
+    answers: tuple[_AnswerRecord, ...]
+    draft: _SelectionRecord | None
+    clarifications: tuple[_ClarificationRecord, ...]
     cancellation_reason: str | None
     asked_by: str | None
     client_wait: float | None
-    answered_by: Any
+    answered_by: Actor | None
     in_host_since: float | None
+
+
+class _Record(_RestRecord, frozen=True):
+    """A whole record of this layout, its questions left as bytes (skipped, not decoded)."""
+
+    questions: msgspec.Raw
+
+
+_decode_record: Final = msgspec.msgpack.Decoder(_Record).decode
 
 
 def _rest_of(state: Questionnaire) -> _RestRecord:
@@ -101,14 +129,42 @@ def _rest_of(state: Questionnaire) -> _RestRecord:
         state.revision,
         state.step,
         state.version,
-        [_AnswerRecord(a.question_id, a.selection.selected_option_ids, a.selection.other) for a in state.answers],
-        None if draft is None else draft.to_wire(),
-        [c.to_wire() for c in clarifications] if clarifications else [],
+        tuple(
+            [_AnswerRecord(a.question_id, a.selection.selected_option_ids, a.selection.other) for a in state.answers]
+        ),
+        None if draft is None else _SelectionRecord(draft.selected_option_ids, draft.other),
+        tuple([_ClarificationRecord(c.revision, c.question_id, c.request, c.response) for c in clarifications])
+        if clarifications
+        else (),
         state.cancellation_reason,
         state.asked_by,
         state.client_wait,
-        state.answered_by,  # (an Actor packs as Actor.to_wire spells it)
+        state.answered_by,
         state.in_host_since,
+    )
+
+
+def _state_of(record: _RestRecord, questions: tuple[Question, ...]) -> Questionnaire:
+    """The state a record of this layout holds (``Questionnaire.from_record``, typed)."""
+    draft = record.draft
+    return Questionnaire(
+        record.id,
+        record.session_id,
+        questions,
+        record.created_at,
+        record.updated_at,
+        record.status,  # type: ignore[arg-type]  # (a status this broker wrote, or one like it)
+        record.revision,
+        record.step,
+        record.version,
+        tuple([Answer(a.question_id, Selection(a.selected_option_ids, a.other)) for a in record.answers]),
+        None if draft is None else Selection(draft.selected_option_ids, draft.other),
+        tuple([Clarification(c.revision, c.question_id, c.request, c.response) for c in record.clarifications]),
+        record.cancellation_reason,  # type: ignore[arg-type]
+        record.asked_by,
+        record.client_wait,
+        record.answered_by,
+        record.in_host_since,
     )
 
 
@@ -117,13 +173,8 @@ class _Known(NamedTuple):
     tail: bytes  # how a record packed here ends: the "questions" key, then the questions packed
 
 
-class _QuestionsOnly(msgspec.Struct):
-    questions: msgspec.Raw  # (the other fields are skipped, not decoded)
-
-
-# A record's questions, found without decoding the rest, and decoded straight into Question
-# values (no dict per question and option, no Python to build them from those).
-_questions_of: Final = msgspec.msgpack.Decoder(_QuestionsOnly).decode
+# A record's questions, found as bytes (``_Record``) and decoded straight into Question values
+# (no dict per question and option, no Python to build them from those).
 _decode_questions: Final = msgspec.msgpack.Decoder(tuple[Question, ...]).decode
 
 
@@ -151,11 +202,17 @@ class Records:
     def unpack(self, packed: bytes) -> Questionnaire:
         known = self._known_by_tail(packed)
         fresh = known is None
-        if fresh:
-            known = self._packed_alike(packed)
-        if known is not None:  # only the rest to decode: a twelfth of the objects
-            rest = from_msgpack(_REST_HEAD + packed[len(_WHOLE_HEAD) : len(packed) - len(known.tail)])
-            state = Questionnaire.from_record(rest, known.questions)
+        record = None
+        if packed.startswith(_ID_HEAD):  # this layout: the rest read typed, the questions skipped
+            try:
+                record = _decode_record(packed)
+            except (msgspec.DecodeError, msgspec.ValidationError):
+                known = None  # (decoded whole instead, which says what is wrong)
+            else:
+                if fresh:
+                    known = self._packed_alike(packed, record.questions)
+        if record is not None and known is not None:  # only the rest decoded: a twelfth of the objects
+            state = _state_of(record, known.questions)
             if fresh and not state.is_terminal:
                 self._keep(state.id, known)
         else:  # (a record of a broker before this layout)
@@ -190,17 +247,14 @@ class Records:
             return None
         return known if known is not None and packed.endswith(known.tail) else None
 
-    def _packed_alike(self, packed: bytes) -> _Known | None:
-        """The questions of a record packed as this process packs them (its id first, its
+    def _packed_alike(self, packed: bytes, questions: msgspec.Raw) -> _Known | None:
+        """The ``questions`` of a record packed as this process packs them (its id first, its
         questions last), by another process: decoded, and the bytes they end it with."""
-        if not packed.startswith(_ID_HEAD):
+        tail = _QUESTIONS_KEY + bytes(questions)
+        if not packed.endswith(tail):
             return None
         try:
-            raw = bytes(_questions_of(packed).questions)
-            tail = _QUESTIONS_KEY + raw
-            if not packed.endswith(tail):
-                return None
-            return _Known(_decode_questions(raw), tail)
+            return _Known(_decode_questions(questions), tail)
         except (msgspec.DecodeError, msgspec.ValidationError, UnicodeDecodeError):
             return None  # (decoded whole instead, which says what is wrong)
 

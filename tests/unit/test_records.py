@@ -13,7 +13,7 @@ from broker.core.machine import Questionnaire
 from broker.store import records as records_module
 from broker.store.records import Records, from_msgpack, to_msgpack
 from tests.helpers.machine import answer, cancel, clarify, draft, new_questionnaire, resume
-from tests.helpers.samples import multi, single
+from tests.helpers.samples import REVIEWER, TARGET, TONE, multi, single
 
 SAMPLES = {
     "new": lambda: new_questionnaire(),
@@ -32,6 +32,14 @@ SAMPLES = {
         ),
         answered_by=Actor("alice", "client", ClientInfo("web", "Firefox")),
         in_host_since=1_800_000_123.5,
+    ),
+    "options described, bounds set, no Other": lambda: new_questionnaire(
+        TARGET,
+        REVIEWER,
+        TONE,
+        multi("bounded", minSelections=1, maxSelections=2, allowOther=False),
+        multi(minSelections=1, maxSelections=2, allowOther=False),
+        multi("open", minSelections=0),
     ),
     "answered by an agent": lambda: msgspec.structs.replace(
         answer(new_questionnaire(), "a"), answered_by=Actor(None, "agent")
@@ -98,57 +106,58 @@ def test_a_later_record_of_a_known_questionnaire_reuses_its_questions() -> None:
     assert later.answers and later.step == 1
 
 
-def counting_decodes(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """The sizes of what records.py decodes through a dict (from_msgpack), from now on."""
-    decoded: list[int] = []
+def counting_decodes(monkeypatch: pytest.MonkeyPatch) -> dict[str, int]:
+    """How often records.py decodes, from now on: a record through a dict (from_msgpack),
+    and questions straight into Question values."""
+    counts = {"through a dict": 0, "questions": 0}
+    decode_questions = records_module._decode_questions
 
-    def counted(data: bytes) -> object:
-        decoded.append(len(data))
+    def through_a_dict(data: bytes) -> object:
+        counts["through a dict"] += 1
         return from_msgpack(data)
 
-    monkeypatch.setattr(records_module, "from_msgpack", counted)
-    return decoded
+    def questions(data: msgspec.Raw) -> object:
+        counts["questions"] += 1
+        return decode_questions(data)
 
-
-def packed_questions_size(state: Questionnaire) -> int:
-    return len(msgspec.msgpack.encode([question.to_wire() for question in state.questions]))
+    monkeypatch.setattr(records_module, "from_msgpack", through_a_dict)
+    monkeypatch.setattr(records_module, "_decode_questions", questions)
+    return counts
 
 
 @pytest.mark.parametrize("questionnaire_id", ["qn-1", "0f9a3c1e-1111-2222-3333-444455556666", "q" * 300])
 def test_a_record_packed_here_of_a_known_questionnaire_decodes_only_its_rest(
     questionnaire_id: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Its questions are recognised by their bytes: no decoding them, no comparing them.
-    (An id longer than a str 8 holds is not looked up: its questions are found as bytes and
-    decoded straight into questions, and only the rest through a dict.)"""
+    """Its questions are recognised by their bytes: no decoding them, no comparing them; the
+    rest is read typed, through no dict. (An id longer than a str 8 holds is not looked up:
+    its questions are found as bytes and decoded straight into questions.)"""
     state = msgspec.structs.replace(answer(new_questionnaire(), "a"), id=questionnaire_id)
     packer, receiver = Records(), Records()
     receiver.unpack(packer.pack(state))  # the receiver learns the questions
     decoded = counting_decodes(monkeypatch)
-    packed = packer.pack(state)
-    unpacked = receiver.unpack(packed)
+    unpacked = receiver.unpack(packer.pack(state))
     assert unpacked == state
-    questions_size = packed_questions_size(state)
-    assert len(decoded) == 1 and decoded[0] <= len(packed) - questions_size  # (the rest alone)
+    looked_up = len(questionnaire_id) < 256
+    assert decoded == {"through a dict": 0, "questions": 0 if looked_up else 1}
 
 
 @pytest.mark.parametrize("make", SAMPLES.values(), ids=SAMPLES.keys())
 def test_a_record_another_process_packed_has_its_questions_decoded_straight_and_kept(
     make: Callable[[], Questionnaire], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No dict per question and option: only the rest goes through a dict; the questions are
-    then known, and the next record of that questionnaire reuses them."""
+    """No dict per question and option, none for the rest: the questions are decoded straight
+    into Question values, then known, and the next record of that questionnaire reuses them."""
     state = make()
     packer, receiver = Records(), Records()
     decoded = counting_decodes(monkeypatch)
-    packed = packer.pack(state)
-    first = receiver.unpack(packed)
-    questions_size = packed_questions_size(state)
+    first = receiver.unpack(packer.pack(state))
     assert first == state
-    assert len(decoded) == 1 and decoded[0] <= len(packed) - questions_size
+    assert decoded == {"through a dict": 0, "questions": 1}
     if not state.is_terminal:  # (an ended questionnaire is forgotten at once)
         later = msgspec.structs.replace(state, version=state.version + 1)
         assert receiver.unpack(packer.pack(later)).questions is first.questions
+        assert decoded == {"through a dict": 0, "questions": 1}
 
 
 def test_a_record_of_a_known_questionnaire_packed_elsewhere_is_decoded_whole() -> None:
