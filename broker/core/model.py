@@ -64,9 +64,10 @@ class _derived(Generic[_Value]):  # noqa: N801 - used as a decorator, like cache
         return value
 
 
-class Option(msgspec.Struct, frozen=True, forbid_unknown_fields=True):
+class Option(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     # The bounds (and the unknown keys refused) hold where a start's body is decoded straight
-    # into options (core/plain_start.py); making an Option checks nothing.
+    # into options (core/plain_start.py); making an Option checks nothing. As builtins, an
+    # Option is what ``to_wire`` makes (no description when it has none): Question._wire.
     id: Annotated[str, Meta(min_length=1, max_length=MAX_ID)]
     label: Annotated[str, Meta(min_length=1, max_length=MAX_LABEL)]
     description: Annotated[str, Meta(min_length=1, max_length=MAX_DESCRIPTION)] | None = None
@@ -101,19 +102,22 @@ class Question(msgspec.Struct, frozen=True, dict=True, rename="camel"):
 
     @_derived
     def _wire(self) -> dict[str, Any]:
-        """Made on first use: every question frame and stored record embeds it."""
-        wire: dict[str, Any] = {
-            "id": self.id,
-            "label": self.label,
-            "prompt": self.prompt,
-            "type": self.type,
-            "options": [option.to_wire() for option in self.options],
-            "allowOther": self.allow_other,
-        }
+        """Made on first use: every question frame and stored record embeds it. (Its dicts
+        made by msgspec from the fields, in C: a third cheaper than building them here.)"""
+        options = list(self.options)
         if self.type == "multi":
-            wire["minSelections"] = self.min_selections
-            wire["maxSelections"] = self.max_selections
-        return wire
+            wire = _MultiWire(
+                self.id,
+                self.label,
+                self.prompt,
+                self.type,
+                options,
+                self.allow_other,
+                self.min_selections,
+                self.max_selections,
+            )
+            return _builtins(wire)  # type: ignore[no-any-return]
+        return _builtins(_SingleWire(self.id, self.label, self.prompt, self.type, options, self.allow_other))  # type: ignore[no-any-return]
 
     @classmethod
     def from_wire(cls, wire: Mapping[str, Any]) -> Question:
@@ -128,6 +132,27 @@ class Question(msgspec.Struct, frozen=True, dict=True, rename="camel"):
             min_selections=wire.get("minSelections", 0),
             max_selections=wire.get("maxSelections"),
         )
+
+
+class _SingleWire(msgspec.Struct, rename="camel"):
+    """A single-choice question as the protocol spells it (``Question.to_wire``)."""
+
+    id: str
+    label: str
+    prompt: str
+    type: str
+    options: list[Option]
+    allow_other: bool
+
+
+class _MultiWire(_SingleWire):
+    """A multi-choice question as the protocol spells it: its bounds too."""
+
+    min_selections: int
+    max_selections: int | None
+
+
+_builtins: Final = msgspec.to_builtins
 
 
 class StartInput(msgspec.Struct, frozen=True):

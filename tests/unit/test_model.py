@@ -344,6 +344,25 @@ def test_a_multi_question_on_the_wire_has_both_bounds_even_without_a_ceiling() -
     assert wire["maxSelections"] is None
 
 
+def test_a_questions_wire_form_keeps_its_keys_in_the_protocols_order() -> None:
+    """Records pack it as it is: brokers that spell it in the same order recognise each
+    other's questions by their bytes (broker/store/records.py)."""
+    single_wire, multi_wire = (question.to_wire() for question in parse_tool_input(SEED_EXAMPLE).questions)  # type: ignore[union-attr]
+    assert list(single_wire) == ["id", "label", "prompt", "type", "options", "allowOther"]
+    assert list(multi_wire) == [
+        "id",
+        "label",
+        "prompt",
+        "type",
+        "options",
+        "allowOther",
+        "minSelections",
+        "maxSelections",
+    ]
+    assert [list(option) for option in single_wire["options"]] == [["id", "label"], ["id", "label", "description"]]
+    assert type(single_wire["options"]) is list
+
+
 def test_a_questions_derived_values_are_made_once_and_take_no_part_in_equality() -> None:
     question = parse_tool_input(SEED_EXAMPLE).questions[1]  # type: ignore[union-attr]
     twin = Question.from_wire(question.to_wire())  # equal, nothing derived yet

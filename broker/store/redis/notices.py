@@ -16,6 +16,8 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Container
 from typing import Any, Final, NamedTuple
 
+import msgspec
+
 from broker.core.machine import Questionnaire
 from broker.store.base import NOTICE_STATE_LIMIT, Head, Notice, Record
 from broker.store.records import Records, from_msgpack, to_msgpack
@@ -67,10 +69,39 @@ def decode_presence(data: Any) -> tuple[str, int] | None:
     return session_id, clients
 
 
+class _NoticeFields(msgspec.Struct, array_like=True):
+    """A notice's fields, read typed (the last four absent from an older broker's)."""
+
+    session_id: str
+    questionnaire_id: str
+    version: int
+    status: str | None = None
+    record: bytes | None = None
+    seq: int | None = None
+    head: bytes | bool | None = None
+
+
+_decode_fields: Final = msgspec.msgpack.Decoder(_NoticeFields).decode
+
+
 def decode_notice(data: Any, record_of: Callable[[bytes, str | None, int], Record]) -> Notice | None:
     """The notice in a published message, or None when it is not one (never raises);
     ``record_of`` makes a record's bytes (of a questionnaire and version, when known) a
     ``Record`` (decoded when a receiver asks)."""
+    try:
+        fields = _decode_fields(data)
+    except (ValueError, TypeError):  # (msgspec's errors are ValueErrors)
+        return _decode_loosely(data, record_of)  # (which tells a malformed one from a partial one)
+    status, seq, head = fields.status, fields.seq, fields.head
+    if status is None or seq is None or seq < 0 or head is True:
+        return _decode_loosely(data, record_of)
+    return _notice(
+        fields.session_id, fields.questionnaire_id, fields.version, status, fields.record, seq, head, record_of
+    )
+
+
+def _decode_loosely(data: Any, record_of: Callable[[bytes, str | None, int], Record]) -> Notice | None:
+    """``decode_notice`` for what is not a whole notice of this broker's."""
     try:
         fields = from_msgpack(data)
     except (ValueError, TypeError):
@@ -91,10 +122,23 @@ def decode_notice(data: Any, record_of: Callable[[bytes, str | None, int], Recor
         and (head is None or head is False or isinstance(head, bytes))
     ):
         return Notice(session_id, questionnaire_id, version)
+    return _notice(session_id, questionnaire_id, version, status, record, seq, head, record_of)
+
+
+def _notice(
+    session_id: str,
+    questionnaire_id: str,
+    version: int,
+    status: str,
+    record: bytes | None,
+    seq: int,
+    head: bytes | bool | None,
+    record_of: Callable[[bytes, str | None, int], Record],
+) -> Notice:
     next_head: Head | None = None
     if head is False:
         next_head = Head(None, seq)
-    elif head is not None:
+    elif isinstance(head, bytes):
         try:
             next_head = head_of(record_of(head, None, 0).state(), seq)
         except Exception:  # a malformed record: the receiver reads instead
