@@ -211,8 +211,20 @@ class _Connection(_RespSocket):
 
 
 _EVALSHA_HEADS: dict[tuple[str, int, int], bytes] = {}  # (sha, keys, arguments) -> the command's start
-_BULK_HEADS: dict[int, bytes] = {}  # a length -> the head of a bulk string that long
 _BULK_HEADS_KEPT: Final = 16384  # (shorter ones only: a few hundred kB at most)
+
+
+class _BulkHeads(dict[int, bytes]):
+    """A length -> the head of a bulk string that long (looked up in C: ``heads[n]``)."""
+
+    def __missing__(self, length: int) -> bytes:
+        head = b"$%d\r\n" % length
+        if length < _BULK_HEADS_KEPT:
+            self[length] = head
+        return head
+
+
+_BULK_HEADS: Final = _BulkHeads()
 
 
 def pack_evalsha(sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
@@ -230,17 +242,10 @@ def pack_evalsha(sha: str, keys: list[bytes], args: list[bytes]) -> bytes:
     parts = [head]
     heads = _BULK_HEADS
     for item in keys:
-        parts += (heads.get(len(item)) or _bulk_head(len(item)), item, b"\r\n")
+        parts += (heads[len(item)], item, b"\r\n")
     for item in args:
-        parts += (heads.get(len(item)) or _bulk_head(len(item)), item, b"\r\n")
+        parts += (heads[len(item)], item, b"\r\n")
     return b"".join(parts)
-
-
-def _bulk_head(length: int) -> bytes:
-    head = b"$%d\r\n" % length
-    if length < _BULK_HEADS_KEPT:
-        _BULK_HEADS[length] = head
-    return head
 
 
 class RedisWire:

@@ -110,6 +110,7 @@ def note_key(session_id: str, name: str) -> str:
     return prefix(session_id) + "note:" + name
 
 
+@lru_cache(maxsize=4096)  # (a questionnaire's writes follow each other: its key is made once)
 def questionnaire_key(session_id: str, questionnaire_id: str) -> bytes:
     """The questionnaire's hash, as a write script on one Redis takes it (write_keys.lua)."""
     return _session_keys(session_id)[0] + b"q:" + questionnaire_id.encode()

@@ -232,14 +232,18 @@ class Subscriptions:
     def handle(self, link: Link, reply: Any) -> Coroutine[Any, Any, None] | None:
         """Act on one reply of a notice connection (a notice, a confirmation, a PONG, a
         drop): None when done at once, else the work left, to await."""
-        if self.confirmed(reply) is not None or not isinstance(reply, list) or len(reply) != 3:
+        if not isinstance(reply, list) or len(reply) != 3 or reply[0] not in self._messages:
+            # (Not a message: a confirmation, an unsubscription, a PONG.)
+            if self.confirmed(reply) is not None or not isinstance(reply, list) or len(reply) != 3:
+                return None
+            kind, channel, _ = reply
+            if kind == b"sunsubscribe" and not link.leaving(channel) and channel in link.channels:
+                # Redis dropped it on its own: the slot moved or this node is no longer a primary.
+                raise Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
             return None
-        kind, channel, data = reply
-        if kind == b"sunsubscribe" and not link.leaving(channel) and channel in link.channels:
-            # Redis dropped it on its own: the slot moved or this node is no longer a primary.
-            raise Unsubscribed(f"redis dropped the subscription to {bytes(channel)!r}")
-        if kind not in self._messages or channel not in self.subscribed:
-            return None  # a PONG, or a late notice of a session no longer subscribed
+        _, channel, data = reply
+        if channel not in self.subscribed:
+            return None  # a late notice of a session no longer subscribed
         if self.own_writes.seen(channel, data):
             return None  # a write of ours, shown by its writer: nothing new here
         if channel in self.inbox_channels:
