@@ -62,6 +62,7 @@ def test_extra_fields_after_the_seven_are_left_alone() -> None:
     [
         ("s1", "q1", 3),  # an older broker's
         ("s1", "q1", 3, "in_progress"),
+        ("s1", "q1", 3, "in_progress", None, 7),  # six fields: no head, not even a nil one
         ("s1", "q1", 3, 7, RECORD, 7, None),  # a status that is no string
         ("s1", "q1", 3, "in_progress", "not bytes", 7, None),
         ("s1", "q1", 3, "in_progress", None, -1, None),  # a negative write number

@@ -70,15 +70,16 @@ def decode_presence(data: Any) -> tuple[str, int] | None:
 
 
 class _NoticeFields(msgspec.Struct, array_like=True):
-    """A notice's fields, read typed (the last four absent from an older broker's)."""
+    """A whole notice's seven fields, read typed (a shorter array, such as an older broker's
+    three, is refused here and read loosely)."""
 
     session_id: str
     questionnaire_id: str
     version: int
-    status: str | None = None
-    record: bytes | None = None
-    seq: int | None = None
-    head: bytes | bool | None = None
+    status: str | None
+    record: bytes | None
+    seq: int
+    head: bytes | bool | None
 
 
 _decode_fields: Final = msgspec.msgpack.Decoder(_NoticeFields).decode
@@ -93,7 +94,7 @@ def decode_notice(data: Any, record_of: Callable[[bytes, str | None, int], Recor
     except (ValueError, TypeError):  # (msgspec's errors are ValueErrors)
         return _decode_loosely(data, record_of)  # (which tells a malformed one from a partial one)
     status, seq, head = fields.status, fields.seq, fields.head
-    if status is None or seq is None or seq < 0 or head is True:
+    if status is None or seq < 0 or head is True:
         return _decode_loosely(data, record_of)
     return _notice(
         fields.session_id, fields.questionnaire_id, fields.version, status, fields.record, seq, head, record_of

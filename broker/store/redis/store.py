@@ -209,7 +209,7 @@ class RedisStore(Store):
         # (The notice goes out regardless: other processes' clients and waiters need it.)
         sid = state.session_id
         entry = inbox.entry_of(state)
-        flags = _FLAGS[state.status]
+        flags = _FLAGS.get(state.status, 0)
         moment = 0 if entry is None else inbox.moment_length(entry)
         numbers = b"%d %d %d %b %d %d %d" % (
             expected_version,
