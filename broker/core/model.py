@@ -66,17 +66,11 @@ class _derived(Generic[_Value]):  # noqa: N801 - used as a decorator, like cache
 
 class Option(msgspec.Struct, frozen=True, forbid_unknown_fields=True, omit_defaults=True):
     # The bounds (and the unknown keys refused) hold where a start's body is decoded straight
-    # into options (core/plain_start.py); making an Option checks nothing. As builtins, an
-    # Option is what ``to_wire`` makes (no description when it has none): Question._wire.
+    # into options (core/plain_start.py); making an Option checks nothing. Its wire form is
+    # what msgspec.to_builtins makes of it (no description when it has none): Question._wire.
     id: Annotated[str, Meta(min_length=1, max_length=MAX_ID)]
     label: Annotated[str, Meta(min_length=1, max_length=MAX_LABEL)]
     description: Annotated[str, Meta(min_length=1, max_length=MAX_DESCRIPTION)] | None = None
-
-    def to_wire(self) -> dict[str, Any]:
-        wire: dict[str, Any] = {"id": self.id, "label": self.label}
-        if self.description is not None:
-            wire["description"] = self.description
-        return wire
 
 
 class Question(msgspec.Struct, frozen=True, dict=True, rename="camel"):

@@ -21,7 +21,7 @@ from redis.exceptions import RedisClusterException
 from broker.store.base import Notice, NoticeHandler, PresenceHandler, ReconnectHandler, StoreUnavailable
 from broker.store.records import Records
 from broker.store.redis.connections import UNREACHABLE, reachable
-from broker.store.redis.keys import channel_for
+from broker.store.redis.keys import channel_bytes
 from broker.store.redis.links import CONFIRM_TIMEOUT, Link, PubSub, Unsubscribed
 from broker.store.redis.notices import OwnWrites, decode_notice, decode_presence
 from broker.store.redis.routing import STANDALONE, Routing
@@ -54,10 +54,10 @@ class Subscriptions:
 
     async def subscribe(self, session_id: str, outcomes_only: bool = False) -> None:
         """Returns once Redis confirmed the subscription (or at once before ``open``)."""
-        await self._subscribe(channel_for(session_id, outcomes_only).encode(), session_id)
+        await self._subscribe(channel_bytes(session_id, outcomes_only), session_id)
 
     async def unsubscribe(self, session_id: str, outcomes_only: bool = False) -> None:
-        await self._unsubscribe(channel_for(session_id, outcomes_only).encode())
+        await self._unsubscribe(channel_bytes(session_id, outcomes_only))
 
     async def subscribe_inbox(self, channel: bytes) -> None:
         """Follow an inbox index shard's channel (returns once Redis confirmed it)."""
